@@ -1,0 +1,66 @@
+package annotations
+
+// Prefix starts every label and annotation key fleetmirror reads or writes.
+// Keys under it are control keys: they are never copied onto a mirror.
+const Prefix = "fleetmirror.io/"
+
+// Labels and annotations on a source object.
+const (
+	// LabelEnabled must be "true" on every source. Watches of sources select
+	// on it server side, so unlabelled objects are never listed or cached.
+	LabelEnabled = Prefix + "enabled"
+	// AnnotationSync turns mirroring on ("true") or off (anything else).
+	AnnotationSync = Prefix + "sync"
+	// AnnotationTargetNamespaces lists the targets, comma separated.
+	AnnotationTargetNamespaces = Prefix + "target-namespaces"
+	// AnnotationMaxTargets lowers the agent's --max-targets for one source.
+	AnnotationMaxTargets = Prefix + "max-targets"
+	// AnnotationTargetClusterSelector is a label selector over registered
+	// clusters that limits where qualified (CLUSTER/NS) entries reach.
+	AnnotationTargetClusterSelector = Prefix + "target-cluster-selector"
+	// AnnotationStatus is written by the agent: a one-line summary for people.
+	AnnotationStatus = Prefix + "status"
+)
+
+// Labels on a namespace.
+const (
+	// LabelAllowMirrors "true" opts a namespace in to all-labeled; "false"
+	// opts it out of every target entry, all included.
+	LabelAllowMirrors = Prefix + "allow-mirrors"
+)
+
+// Labels and annotations the agent stamps on every mirror.
+const (
+	// LabelMirror marks a mirror; watches of mirrors select on it.
+	LabelMirror = Prefix + "mirror"
+	// LabelManagedBy names the writer of a mirror: ManagedByMember or ManagedByHub.
+	LabelManagedBy = Prefix + "managed-by"
+	// AnnotationSource is the source reference: cluster/namespace/name.
+	AnnotationSource = Prefix + "source"
+	// AnnotationSourceUID is the UID of the source the mirror was built from.
+	AnnotationSourceUID = Prefix + "source-uid"
+	// AnnotationSourceResourceVersion is the source's resourceVersion when the
+	// mirror's content was last written; it guards against writing stale content.
+	AnnotationSourceResourceVersion = Prefix + "source-resource-version"
+	// AnnotationContentHash is the hash of everything propagated to the mirror.
+	AnnotationContentHash = Prefix + "content-hash"
+)
+
+// Values of LabelManagedBy.
+const (
+	ManagedByMember = "member"
+	ManagedByHub    = "hub"
+)
+
+// Labels on kubeconfig Secrets that register a cluster with the hub.
+const (
+	// LabelClusterName registers a plain kubeconfig Secret (data key "value").
+	// Cluster API's own label, cluster.x-k8s.io/cluster-name, works too.
+	LabelClusterName = Prefix + "cluster-name"
+)
+
+// Target keywords in AnnotationTargetNamespaces.
+const (
+	KeywordAll        = "all"
+	KeywordAllLabeled = "all-labeled"
+)

@@ -1,0 +1,218 @@
+package annotations
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// MaxAnnotationLength bounds AnnotationTargetNamespaces. A longer value is
+// refused whole: it is far beyond any real target list and parsing it would
+// only cost memory.
+const MaxAnnotationLength = 16 * 1024
+
+// PatternKind says how a Pattern matches names.
+type PatternKind int
+
+// Pattern kinds.
+const (
+	// Name matches exactly one name.
+	Name PatternKind = iota
+	// Glob matches with * (any run of characters) and ? (one character).
+	Glob
+	// All matches every namespace the policy allows.
+	All
+	// AllLabeled matches namespaces labelled LabelAllowMirrors=true.
+	AllLabeled
+)
+
+// Pattern is one namespace or cluster pattern of a target entry.
+type Pattern struct {
+	// Raw is the pattern as written.
+	Raw  string
+	Kind PatternKind
+}
+
+// Match reports whether name is matched by the pattern. All and AllLabeled
+// match every name; the caller applies namespace labels and policy.
+func (p Pattern) Match(name string) bool {
+	switch p.Kind {
+	case Name:
+		return p.Raw == name
+	case Glob:
+		// path.Match implements exactly * and ?; names never hold '/', and
+		// validation has already refused '[' and '\', so its other syntax
+		// cannot appear.
+		ok, _ := path.Match(p.Raw, name)
+		return ok
+	default:
+		return true
+	}
+}
+
+// String returns the pattern as written.
+func (p Pattern) String() string { return p.Raw }
+
+// RemoteTarget is a qualified CLUSTER/NS entry, handled by the hub.
+type RemoteTarget struct {
+	Cluster   Pattern
+	Namespace Pattern
+}
+
+// String returns the entry as written.
+func (r RemoteTarget) String() string { return r.Cluster.Raw + "/" + r.Namespace.Raw }
+
+// Request is a source object's parsed mirroring request.
+type Request struct {
+	// Enabled is true when the source carries LabelEnabled=true.
+	Enabled bool
+	// Sync is true when AnnotationSync is "true".
+	Sync bool
+	// Local holds the unqualified entries: namespaces of the source's cluster.
+	Local []Pattern
+	// Remote holds the CLUSTER/NS entries.
+	Remote []RemoteTarget
+	// MaxTargets is the per-source limit; zero when not set.
+	MaxTargets int
+	// ClusterSelector limits the clusters Remote entries reach; nil selects all.
+	ClusterSelector labels.Selector
+	// Problems describes every invalid part of the annotations. Valid
+	// entries beside an invalid one are still in Local and Remote.
+	Problems []string
+}
+
+// Active reports whether the source asks to be mirrored at all.
+func (r *Request) Active() bool { return r.Enabled && r.Sync }
+
+// Parse reads the fleetmirror labels and annotations of a source object.
+func Parse(objLabels, objAnnotations map[string]string) Request {
+	r := Request{
+		Enabled: objLabels[LabelEnabled] == "true",
+		Sync:    objAnnotations[AnnotationSync] == "true",
+	}
+	if v, ok := objAnnotations[AnnotationSync]; ok && v != "true" && v != "false" {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is neither \"true\" nor \"false\"; mirroring is off", AnnotationSync, v))
+	}
+	r.parseTargets(objAnnotations[AnnotationTargetNamespaces])
+	if v, ok := objAnnotations[AnnotationMaxTargets]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is not a positive whole number; ignored", AnnotationMaxTargets, v))
+		} else {
+			r.MaxTargets = n
+		}
+	}
+	if v, ok := objAnnotations[AnnotationTargetClusterSelector]; ok {
+		sel, err := labels.Parse(v)
+		if err != nil {
+			// An unparsable selector must not widen the reach: select nothing.
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %v; no remote cluster is targeted", AnnotationTargetClusterSelector, err))
+			sel = labels.Nothing()
+		}
+		r.ClusterSelector = sel
+	}
+	return r
+}
+
+func (r *Request) parseTargets(value string) {
+	if len(value) > MaxAnnotationLength {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: value is %d bytes, over the limit of %d; ignored", AnnotationTargetNamespaces, len(value), MaxAnnotationLength))
+		return
+	}
+	seen := map[string]bool{}
+	for _, entry := range strings.Split(value, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" || seen[entry] {
+			continue
+		}
+		seen[entry] = true
+		if err := r.parseEntry(entry); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: entry %q: %v", AnnotationTargetNamespaces, entry, err))
+		}
+	}
+}
+
+func (r *Request) parseEntry(entry string) error {
+	cluster, ns, qualified := strings.Cut(entry, "/")
+	if !qualified {
+		p, err := parseNamespacePattern(entry)
+		if err != nil {
+			return err
+		}
+		r.Local = append(r.Local, p)
+		return nil
+	}
+	if strings.Contains(ns, "/") {
+		return fmt.Errorf("more than one '/'; write CLUSTER/NAMESPACE")
+	}
+	if cluster == "" || ns == "" {
+		return fmt.Errorf("empty cluster or namespace; write CLUSTER/NAMESPACE")
+	}
+	c, err := parseClusterPattern(cluster)
+	if err != nil {
+		return err
+	}
+	n, err := parseNamespacePattern(ns)
+	if err != nil {
+		return err
+	}
+	r.Remote = append(r.Remote, RemoteTarget{Cluster: c, Namespace: n})
+	return nil
+}
+
+// misspelledKeywords are entries people write meaning a keyword. They are
+// valid namespace names, so without this list they would silently target a
+// namespace that does not exist.
+var misspelledKeywords = map[string]string{
+	"all-labelled":   KeywordAllLabeled,
+	"all-label":      KeywordAllLabeled,
+	"alllabeled":     KeywordAllLabeled,
+	"labeled":        KeywordAllLabeled,
+	"all-namespaces": KeywordAll,
+	"any":            KeywordAll,
+}
+
+func parseNamespacePattern(s string) (Pattern, error) {
+	switch s {
+	case KeywordAll:
+		return Pattern{Raw: s, Kind: All}, nil
+	case KeywordAllLabeled:
+		return Pattern{Raw: s, Kind: AllLabeled}, nil
+	}
+	lower := strings.ToLower(s)
+	if kw, ok := misspelledKeywords[lower]; ok || lower == KeywordAll || lower == KeywordAllLabeled {
+		if !ok {
+			kw = lower
+		}
+		return Pattern{}, fmt.Errorf("unknown keyword; did you mean %q?", kw)
+	}
+	return parseNamePattern(s, validation.DNS1123LabelMaxLength, validation.IsDNS1123Label)
+}
+
+func parseClusterPattern(s string) (Pattern, error) {
+	return parseNamePattern(s, validation.DNS1123SubdomainMaxLength, validation.IsDNS1123Subdomain)
+}
+
+// parseNamePattern accepts a name valid under isValid, or a glob whose
+// literal characters are those of such names.
+func parseNamePattern(s string, maxLen int, isValid func(string) []string) (Pattern, error) {
+	if len(s) > maxLen {
+		return Pattern{}, fmt.Errorf("longer than %d characters", maxLen)
+	}
+	if !strings.ContainsAny(s, "*?") {
+		if errs := isValid(s); len(errs) > 0 {
+			return Pattern{}, fmt.Errorf("not a valid name: %s", strings.Join(errs, "; "))
+		}
+		return Pattern{Raw: s, Kind: Name}, nil
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '*' || c == '?') {
+			return Pattern{}, fmt.Errorf("invalid character %q in pattern; use lowercase letters, digits, '-', '.', '*' and '?'", c)
+		}
+	}
+	return Pattern{Raw: s, Kind: Glob}, nil
+}

@@ -1,0 +1,159 @@
+package annotations
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestParseTargets(t *testing.T) {
+	tests := []struct {
+		name       string
+		value      string
+		wantLocal  []string
+		wantRemote []string
+		problems   int
+	}{
+		{name: "names and spaces", value: " team-a ,team-b,, team-a", wantLocal: []string{"team-a", "team-b"}},
+		{name: "globs and keywords", value: "app-*, team-?, all, all-labeled", wantLocal: []string{"app-*", "team-?", "all", "all-labeled"}},
+		{name: "qualified", value: "prod-*/app-*, */shared, eu-1/all-labeled", wantRemote: []string{"prod-*/app-*", "*/shared", "eu-1/all-labeled"}},
+		{name: "empty cluster", value: "/shared, ok", wantLocal: []string{"ok"}, problems: 1},
+		{name: "empty namespace", value: "prod/, ok", wantLocal: []string{"ok"}, problems: 1},
+		{name: "two slashes", value: "a/b/c", problems: 1},
+		{name: "unknown keyword", value: "all-labelled, ALL, x", wantLocal: []string{"x"}, problems: 2},
+		{name: "invalid glob characters", value: "app-[ab], app_1, Team", problems: 3},
+		{name: "over-long name", value: strings.Repeat("a", 64) + ",b", wantLocal: []string{"b"}, problems: 1},
+		{name: "cluster may hold dots", value: "eu-1.example.com/ns", wantRemote: []string{"eu-1.example.com/ns"}},
+		{name: "empty", value: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Parse(nil, map[string]string{AnnotationTargetNamespaces: tt.value})
+			var local, remote []string
+			for _, p := range r.Local {
+				local = append(local, p.String())
+			}
+			for _, p := range r.Remote {
+				remote = append(remote, p.String())
+			}
+			if strings.Join(local, ",") != strings.Join(tt.wantLocal, ",") {
+				t.Errorf("local = %v, want %v", local, tt.wantLocal)
+			}
+			if strings.Join(remote, ",") != strings.Join(tt.wantRemote, ",") {
+				t.Errorf("remote = %v, want %v", remote, tt.wantRemote)
+			}
+			if len(r.Problems) != tt.problems {
+				t.Errorf("problems = %q, want %d", r.Problems, tt.problems)
+			}
+		})
+	}
+}
+
+func TestParseSwitchesAndLimits(t *testing.T) {
+	tests := []struct {
+		name       string
+		labels     map[string]string
+		ann        map[string]string
+		active     bool
+		maxTargets int
+		problems   int
+		selects    map[string]string // labels the cluster selector must select, when set
+		rejects    map[string]string
+	}{
+		{name: "active", labels: map[string]string{LabelEnabled: "true"}, ann: map[string]string{AnnotationSync: "true"}, active: true},
+		{name: "no label", ann: map[string]string{AnnotationSync: "true"}},
+		{name: "sync false", labels: map[string]string{LabelEnabled: "true"}, ann: map[string]string{AnnotationSync: "false"}},
+		{name: "sync junk", labels: map[string]string{LabelEnabled: "true"}, ann: map[string]string{AnnotationSync: "yes"}, problems: 1},
+		{name: "max targets", ann: map[string]string{AnnotationMaxTargets: " 5 "}, maxTargets: 5},
+		{name: "max targets zero", ann: map[string]string{AnnotationMaxTargets: "0"}, problems: 1},
+		{name: "max targets junk", ann: map[string]string{AnnotationMaxTargets: "ten"}, problems: 1},
+		{name: "selector", ann: map[string]string{AnnotationTargetClusterSelector: "env=prod"},
+			selects: map[string]string{"env": "prod"}, rejects: map[string]string{"env": "dev"}},
+		{name: "bad selector selects nothing", ann: map[string]string{AnnotationTargetClusterSelector: "env in ("},
+			problems: 1, rejects: map[string]string{"env": "prod"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Parse(tt.labels, tt.ann)
+			if r.Active() != tt.active {
+				t.Errorf("Active() = %v, want %v", r.Active(), tt.active)
+			}
+			if r.MaxTargets != tt.maxTargets {
+				t.Errorf("MaxTargets = %d, want %d", r.MaxTargets, tt.maxTargets)
+			}
+			if len(r.Problems) != tt.problems {
+				t.Errorf("problems = %q, want %d", r.Problems, tt.problems)
+			}
+			if tt.selects != nil && !r.ClusterSelector.Matches(labelSet(tt.selects)) {
+				t.Errorf("selector %v does not select %v", r.ClusterSelector, tt.selects)
+			}
+			if tt.rejects != nil && r.ClusterSelector.Matches(labelSet(tt.rejects)) {
+				t.Errorf("selector %v selects %v", r.ClusterSelector, tt.rejects)
+			}
+		})
+	}
+}
+
+func TestPatternMatch(t *testing.T) {
+	tests := []struct {
+		pattern string
+		name    string
+		want    bool
+	}{
+		{"team-a", "team-a", true},
+		{"team-a", "team-ab", false},
+		{"app-*", "app-", true},
+		{"app-*", "app-frontend", true},
+		{"app-*", "xapp-1", false},
+		{"team-?", "team-1", true},
+		{"team-?", "team-12", false},
+		{"*", "anything", true},
+		{"all", "kube-system", true},
+	}
+	for _, tt := range tests {
+		r := Parse(nil, map[string]string{AnnotationTargetNamespaces: tt.pattern})
+		if len(r.Local) != 1 {
+			t.Fatalf("pattern %q did not parse: %v", tt.pattern, r.Problems)
+		}
+		if got := r.Local[0].Match(tt.name); got != tt.want {
+			t.Errorf("%q.Match(%q) = %v, want %v", tt.pattern, tt.name, got, tt.want)
+		}
+	}
+}
+
+type labelSet map[string]string
+
+func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
+func (l labelSet) Get(k string) string            { return l[k] }
+func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
+
+// FuzzParse checks that no annotation value crashes the parser and that
+// every accepted entry is a well-formed pattern.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"a, b", "app-*/team-?", "*/shared", "all,all-labeled", "/x", "a/b/c", "ALL", "x[", strings.Repeat("a,", 100)} {
+		f.Add(s, "3", "env in (a,b)")
+	}
+	f.Fuzz(func(t *testing.T, targets, max, selector string) {
+		r := Parse(map[string]string{LabelEnabled: "true"}, map[string]string{
+			AnnotationSync: "true", AnnotationTargetNamespaces: targets,
+			AnnotationMaxTargets: max, AnnotationTargetClusterSelector: selector,
+		})
+		for _, p := range append(r.Local, remoteNamespaces(r.Remote)...) {
+			if p.Raw == "" || strings.ContainsAny(p.Raw, ",/ []\\") || !utf8.ValidString(p.Raw) {
+				t.Fatalf("accepted malformed pattern %q from %q", p.Raw, targets)
+			}
+			p.Match("team-a") // must not panic
+		}
+		if r.MaxTargets < 0 {
+			t.Fatalf("negative MaxTargets from %q", max)
+		}
+	})
+}
+
+func remoteNamespaces(rs []RemoteTarget) []Pattern {
+	var out []Pattern
+	for _, r := range rs {
+		out = append(out, r.Cluster, r.Namespace)
+	}
+	return out
+}

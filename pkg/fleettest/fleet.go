@@ -1,0 +1,309 @@
+package fleettest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// HubName is the name of the hub in every fleet.
+const HubName = "hub"
+
+// adminUser is the name envtest gives the identity behind Cluster.Config.
+const adminUser = "admin"
+
+// Start and stop deadlines of one control plane process. envtest's default of
+// 20 s is too short when several API servers start at once on two cores with
+// the race detector busy. The KUBEBUILDER_CONTROLPLANE_*_TIMEOUT variables
+// still win.
+const (
+	startTimeout = 2 * time.Minute
+	stopTimeout  = 30 * time.Second
+)
+
+// Cluster is one envtest control plane: a kube-apiserver and its etcd.
+type Cluster struct {
+	// Name identifies the cluster in the fleet; members register under it.
+	Name string
+	// Env is the envtest environment running the control plane.
+	Env *envtest.Environment
+	// Config reaches the API server as an admin (group system:masters).
+	Config *rest.Config
+	// Client is an admin client with client-go's scheme.
+	Client client.Client
+	// KubeconfigPath is where Start wrote the admin kubeconfig; empty when
+	// Start was given no directory.
+	KubeconfigPath string
+
+	// certDir holds the API server's serving and client CA certificates. It
+	// is ours, not envtest's temporary one, so that it survives Stop and
+	// Restart serves the same certificates: old kubeconfigs keep working.
+	certDir string
+
+	mu      sync.Mutex // serialises Stop, Restart and AddUser
+	stopped bool
+}
+
+func newCluster(name, assets string) (*Cluster, error) {
+	certDir, err := os.MkdirTemp("", "fleettest-"+name+"-")
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		Scheme:                clientgoscheme.Scheme,
+		BinaryAssetsDirectory: assets,
+	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = startTimeout
+	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT") == "" {
+		env.ControlPlaneStopTimeout = stopTimeout
+	}
+	api := env.ControlPlane.GetAPIServer()
+	api.CertDir = certDir
+	// Sandboxes without a default route leave kube-apiserver unable to pick
+	// an address to advertise; it serves on loopback anyway.
+	api.Configure().Set("advertise-address", "127.0.0.1")
+	return &Cluster{Name: name, Env: env, certDir: certDir}, nil
+}
+
+// start brings the control plane up and builds the admin client.
+func (c *Cluster) start() error {
+	cfg, err := c.Env.Start()
+	if err != nil {
+		_ = c.Env.Stop() // envtest may fail after its processes started
+		return fmt.Errorf("starting cluster %s: %w", c.Name, err)
+	}
+	c.Config = cfg
+	c.Client, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		return fmt.Errorf("client for cluster %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// Kubeconfig returns the admin kubeconfig: certificates embedded, no exec
+// plugin, context named after the cluster.
+func (c *Cluster) Kubeconfig() ([]byte, error) {
+	return kubeconfig(c.Name, adminUser, c.Config)
+}
+
+// AddUser provisions a new identity (a client certificate of its own) with
+// the given groups and returns its REST config and kubeconfig. The identity
+// has no rights beyond what RBAC grants its name or groups, unless a group is
+// system:masters. Tests use it to rotate the credentials of a registered
+// member.
+func (c *Cluster) AddUser(name string, groups []string) (*rest.Config, []byte, error) {
+	c.mu.Lock() // the client CA's serial counter is not safe for concurrent use
+	defer c.mu.Unlock()
+	u, err := c.Env.AddUser(envtest.User{Name: name, Groups: groups}, rest.CopyConfig(baseConfig(c.Config)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("adding user %s to cluster %s: %w", name, c.Name, err)
+	}
+	cfg := u.Config()
+	kc, err := kubeconfig(c.Name, name, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, kc, nil
+}
+
+// baseConfig keeps the client tuning of cfg (rate limits) and drops its
+// identity and endpoint, which AddUser fills in.
+func baseConfig(cfg *rest.Config) *rest.Config {
+	return &rest.Config{QPS: cfg.QPS, Burst: cfg.Burst}
+}
+
+// Stop makes the cluster unreachable by stopping its API server. etcd keeps
+// running, so Restart brings back every object. Stopping a stopped cluster
+// does nothing.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil
+	}
+	if err := c.Env.ControlPlane.APIServer.Stop(); err != nil {
+		return fmt.Errorf("stopping the API server of cluster %s: %w", c.Name, err)
+	}
+	c.stopped = true
+	return nil
+}
+
+// Restart starts the API server of a stopped cluster again on the same
+// address with the same certificates, so existing kubeconfigs, clients and
+// users work again. It returns once the API server is healthy. Restarting a
+// running cluster does nothing.
+func (c *Cluster) Restart() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		return nil
+	}
+	if err := c.Env.ControlPlane.APIServer.Start(); err != nil {
+		return fmt.Errorf("restarting the API server of cluster %s: %w", c.Name, err)
+	}
+	c.stopped = false
+	return nil
+}
+
+// shutdown stops the whole control plane for good and removes its files.
+func (c *Cluster) shutdown() error {
+	err := c.Env.Stop()
+	if c.KubeconfigPath != "" {
+		if rmErr := os.Remove(c.KubeconfigPath); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+			err = errors.Join(err, rmErr)
+		}
+	}
+	return errors.Join(err, os.RemoveAll(c.certDir))
+}
+
+// kubeconfig serialises cfg as a self-contained kubeconfig: everything the
+// client needs is inline, so the file works from any directory and in a
+// Secret.
+func kubeconfig(cluster, user string, cfg *rest.Config) ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[cluster] = &clientcmdapi.Cluster{
+		Server:                   cfg.Host,
+		CertificateAuthorityData: cfg.CAData,
+	}
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: cfg.CertData,
+		ClientKeyData:         cfg.KeyData,
+		Token:                 cfg.BearerToken,
+	}
+	kc.Contexts[cluster] = &clientcmdapi.Context{Cluster: cluster, AuthInfo: user}
+	kc.CurrentContext = cluster
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		return nil, fmt.Errorf("serialising kubeconfig of %s for %s: %w", cluster, user, err)
+	}
+	return data, nil
+}
+
+// Fleet is a hub and its members, each a Cluster of its own.
+type Fleet struct {
+	// Hub is the cluster named HubName.
+	Hub *Cluster
+	// Members are the other clusters, in the order given to Start.
+	Members []*Cluster
+}
+
+// Start starts the hub and one cluster per member name, all at once, and
+// returns when every API server serves. With a non-empty dir it also writes
+// each admin kubeconfig to <dir>/<name>.kubeconfig (mode 0600). Names must be
+// unique DNS labels other than HubName. On error, whatever started is stopped.
+func Start(dir string, memberNames ...string) (*Fleet, error) {
+	names := append([]string{HubName}, memberNames...)
+	seen := map[string]bool{}
+	for _, name := range names {
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+			return nil, fmt.Errorf("cluster name %q: %v", name, errs)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("cluster name %q given twice (the hub is always %q)", name, HubName)
+		}
+		seen[name] = true
+	}
+	assets, err := Assets()
+	if err != nil {
+		return nil, err
+	}
+
+	f := &Fleet{}
+	for _, name := range names {
+		c, err := newCluster(name, assets)
+		if err != nil {
+			return nil, errors.Join(err, f.Stop())
+		}
+		if f.Hub == nil {
+			f.Hub = c
+		} else {
+			f.Members = append(f.Members, c)
+		}
+	}
+
+	// Each API server takes seconds to start; start them side by side.
+	clusters := f.Clusters()
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		wg.Go(func() { errs[i] = c.start() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(err, f.Stop())
+	}
+
+	if dir != "" {
+		if err := f.writeKubeconfigs(dir); err != nil {
+			return nil, errors.Join(err, f.Stop())
+		}
+	}
+	return f, nil
+}
+
+func (f *Fleet) writeKubeconfigs(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, c := range f.Clusters() {
+		data, err := c.Kubeconfig()
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, c.Name+".kubeconfig")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return err
+		}
+		c.KubeconfigPath = path
+	}
+	return nil
+}
+
+// Clusters returns the hub followed by the members.
+func (f *Fleet) Clusters() []*Cluster {
+	all := make([]*Cluster, 0, 1+len(f.Members))
+	if f.Hub != nil {
+		all = append(all, f.Hub)
+	}
+	return append(all, f.Members...)
+}
+
+// Cluster returns the cluster with the given name, or nil.
+func (f *Fleet) Cluster(name string) *Cluster {
+	for _, c := range f.Clusters() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Stop stops every cluster, running or stopped, and removes their files,
+// the kubeconfigs Start wrote included.
+func (f *Fleet) Stop() error {
+	clusters := f.Clusters()
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		wg.Go(func() { errs[i] = c.shutdown() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

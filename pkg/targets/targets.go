@@ -1,0 +1,126 @@
+// Package targets is the second stage of the mirroring pipeline: it turns a
+// parsed request and the namespaces of one cluster into the sorted list of
+// namespaces that receive a mirror. It is pure: no client.
+package targets
+
+import (
+	"path"
+	"slices"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+)
+
+// DefaultExcludedNamespaces are never targeted unless the operator says so.
+// The agent's own namespace is added at start-up.
+var DefaultExcludedNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// Namespace is what target resolution needs to know of a namespace.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+	// Terminating namespaces refuse new objects; they are never targeted.
+	Terminating bool
+}
+
+// Policy is the operator's side of target resolution.
+type Policy struct {
+	// Included, when not empty, limits targets to namespaces matching one glob.
+	Included []string
+	// Excluded namespaces (globs) are never targeted, whatever the entry.
+	Excluded []string
+	// MaxTargets bounds the targets of one source; zero means no bound.
+	MaxTargets int
+}
+
+// Allows reports whether the operator lets mirrors into namespace ns.
+func (p Policy) Allows(ns string) bool {
+	if matchAny(p.Excluded, ns) {
+		return false
+	}
+	return len(p.Included) == 0 || matchAny(p.Included, ns)
+}
+
+// Limit is the bound for a source asking for perSource targets (zero: unset).
+func (p Policy) Limit(perSource int) int {
+	if perSource > 0 && (p.MaxTargets == 0 || perSource < p.MaxTargets) {
+		return perSource
+	}
+	return p.MaxTargets
+}
+
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is the outcome of Resolve. Every list is sorted.
+type Result struct {
+	// Namespaces receive a mirror.
+	Namespaces []string
+	// Skipped matched but are over the limit.
+	Skipped []string
+	// Refused were named explicitly but the policy excludes them or the
+	// namespace opted out with LabelAllowMirrors=false.
+	Refused []string
+	// Missing were named explicitly but do not exist or are terminating.
+	Missing []string
+}
+
+// Resolve picks the namespaces of one cluster that the patterns reach.
+// sourceNamespace is never a target (pass "" when the source lives in
+// another cluster). limit bounds the result; the first names in sort order
+// win, so the choice is the same on every reconcile.
+func Resolve(patterns []annotations.Pattern, sourceNamespace string, namespaces []Namespace, policy Policy, limit int) Result {
+	var res Result
+	byName := make(map[string]*Namespace, len(namespaces))
+	for i := range namespaces {
+		byName[namespaces[i].Name] = &namespaces[i]
+	}
+	chosen := map[string]bool{}
+	for _, p := range patterns {
+		if p.Kind == annotations.Name {
+			ns, ok := byName[p.Raw]
+			switch {
+			case p.Raw == sourceNamespace:
+			case !policy.Allows(p.Raw) || ok && optedOut(ns):
+				res.Refused = append(res.Refused, p.Raw)
+			case !ok || ns.Terminating:
+				res.Missing = append(res.Missing, p.Raw)
+			default:
+				chosen[p.Raw] = true
+			}
+			continue
+		}
+		for i := range namespaces {
+			ns := &namespaces[i]
+			if ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !policy.Allows(ns.Name) || !p.Match(ns.Name) {
+				continue
+			}
+			if p.Kind == annotations.AllLabeled && ns.Labels[annotations.LabelAllowMirrors] != "true" {
+				continue
+			}
+			chosen[ns.Name] = true
+		}
+	}
+	for name := range chosen {
+		res.Namespaces = append(res.Namespaces, name)
+	}
+	slices.Sort(res.Namespaces)
+	slices.Sort(res.Refused)
+	slices.Sort(res.Missing)
+	res.Refused = slices.Compact(res.Refused)
+	res.Missing = slices.Compact(res.Missing)
+	if limit > 0 && len(res.Namespaces) > limit {
+		res.Skipped = res.Namespaces[limit:]
+		res.Namespaces = res.Namespaces[:limit:limit]
+	}
+	return res
+}
+
+func optedOut(ns *Namespace) bool {
+	return ns.Labels[annotations.LabelAllowMirrors] == "false"
+}
