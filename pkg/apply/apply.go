@@ -1,0 +1,383 @@
+// Package apply is the fourth stage of the mirroring pipeline: it makes one
+// desired mirror exist in one target cluster, or removes one, and never
+// touches an object that is not ours. It is the only stage that writes
+// mirrors. The state it starts from is the cluster's cache (metadata and
+// content hash of our mirrors); it reads from the API server only when the
+// cache cannot answer (a name already taken, a mirror that drifted).
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+)
+
+// Outcome is what Ensure or Delete did to one target.
+type Outcome string
+
+// Outcomes; they are also the values of the result label of sync metrics.
+const (
+	Created   Outcome = "created"
+	Updated   Outcome = "updated"
+	Replaced  Outcome = "replaced"
+	Unchanged Outcome = "unchanged"
+	Deleted   Outcome = "deleted"
+	Conflict  Outcome = "conflict"
+	// Skipped targets cannot take a mirror now (namespace terminating or gone).
+	Skipped Outcome = "skipped"
+	Failed  Outcome = "error"
+)
+
+// ConflictError says that the target name is taken by an object we do not own.
+type ConflictError struct {
+	Namespace, Name string
+	// Owner is the source reference of the mirror in the way, or "" when the
+	// object is not a mirror of this writer at all.
+	Owner string
+}
+
+func (e *ConflictError) Error() string {
+	if e.Owner != "" {
+		return fmt.Sprintf("%s/%s already mirrors %s", e.Namespace, e.Name, e.Owner)
+	}
+	return fmt.Sprintf("%s/%s exists and is not managed by fleetmirror", e.Namespace, e.Name)
+}
+
+// ErrStaleSource says the mirror holds content from a newer source version
+// than the one in our cache; writing would go back in time.
+var ErrStaleSource = errors.New("mirror holds newer source content than the cache; waiting for the cache")
+
+// Applier writes mirrors for one writer (member or hub).
+type Applier struct {
+	// FieldManager is the name our writes carry in managedFields.
+	FieldManager string
+	// ManagedBy is the LabelManagedBy value of our mirrors.
+	ManagedBy string
+
+	// accepted remembers, per mirror UID, a live hash that differs from the
+	// desired hash only by what the API server added (defaults, webhook
+	// labels), so that such mirrors are not read again on every reconcile.
+	accepted sync.Map // types.UID -> acceptance
+
+	// written remembers our last write of each mirror, so that a reconcile
+	// that runs before the cache shows that write neither rewrites the same
+	// content nor updates from a resourceVersion that is already gone.
+	written sync.Map // namespace/name -> write
+}
+
+type acceptance struct{ live, want string }
+
+type write struct {
+	uid             types.UID
+	resourceVersion string
+	hash            string
+}
+
+func writtenKey(obj *unstructured.Unstructured) string {
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+func (a *Applier) remember(got *unstructured.Unstructured, hash string) {
+	a.written.Store(writtenKey(got), write{uid: got.GetUID(), resourceVersion: got.GetResourceVersion(), hash: hash})
+}
+
+// lastWrite returns our last write of the mirror named like want when the
+// cached object live (nil: not cached) is older than that write.
+func (a *Applier) lastWrite(live, want *unstructured.Unstructured) (write, bool) {
+	v, ok := a.written.Load(writtenKey(want))
+	if !ok {
+		return write{}, false
+	}
+	w := v.(write)
+	if live == nil {
+		return w, true
+	}
+	if live.GetUID() != w.uid {
+		return write{}, false
+	}
+	return w, rvLess(live.GetResourceVersion(), w.resourceVersion)
+}
+
+// rvLess reports whether resourceVersion a is older than b. See newer for
+// why the numeric comparison is sound here; unparsable means "no".
+func rvLess(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
+}
+
+// Ensure makes want exist in cluster c. sourceRef is want's source reference.
+func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, want *unstructured.Unstructured) (Outcome, error) {
+	res, err := c.Resource(gvk, want.GetNamespace())
+	if err != nil {
+		return Failed, err
+	}
+	wantHash := want.GetAnnotations()[annotations.AnnotationContentHash]
+	live, cached := c.Mirror(gvk, want.GetNamespace(), want.GetName())
+	if !cached {
+		live = nil
+	}
+	if w, ok := a.lastWrite(live, want); ok {
+		// The cache has not caught up with our own last write.
+		if w.hash == wantHash {
+			return Unchanged, nil
+		}
+		return a.update(ctx, res, w.resourceVersion, want)
+	}
+	if !cached {
+		return a.create(ctx, res, want)
+	}
+	if err := a.checkOwner(live, want); err != nil {
+		return Conflict, err
+	}
+	observed := live.GetAnnotations()[clusters.AnnotationObservedHash]
+	if observed == wantHash || a.isAccepted(live.GetUID(), observed, wantHash) {
+		return Unchanged, nil
+	}
+	if newer(live, want) {
+		return Failed, ErrStaleSource
+	}
+	if needsReplace(live, want) {
+		return a.replace(ctx, res, live, want)
+	}
+	if observed == live.GetAnnotations()[annotations.AnnotationContentHash] {
+		// The live mirror is exactly what we wrote last: only the source
+		// changed, so the cached resourceVersion is enough to update.
+		return a.update(ctx, res, live.GetResourceVersion(), want)
+	}
+	// The mirror differs from what we wrote: a hand edit, or fields the API
+	// server added. Read it whole to tell which.
+	full, err := res.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return Failed, ignoreNotFoundAsRetry(err)
+	}
+	return a.reconcileLive(ctx, res, full, want)
+}
+
+func (a *Applier) reconcileLive(ctx context.Context, res dynamic.ResourceInterface, full, want *unstructured.Unstructured) (Outcome, error) {
+	if err := a.checkOwner(full, want); err != nil {
+		return Conflict, err
+	}
+	if a.onlyServerAdditions(full, want) {
+		return Unchanged, nil
+	}
+	if newer(full, want) {
+		return Failed, ErrStaleSource
+	}
+	if needsReplace(full, want) {
+		return a.replace(ctx, res, full, want)
+	}
+	return a.update(ctx, res, full.GetResourceVersion(), want)
+}
+
+// onlyServerAdditions reports whether full holds everything want sets and
+// nobody but us wrote to it, so that what differs was added by the API
+// server. It remembers the answer for the mirror.
+func (a *Applier) onlyServerAdditions(full, want *unstructured.Unstructured) bool {
+	for _, mf := range full.GetManagedFields() {
+		if mf.Manager != a.FieldManager {
+			return false
+		}
+	}
+	if !subset(desired.Content(want), desired.Content(full)) ||
+		!subsetStrings(want.GetLabels(), full.GetLabels()) ||
+		!subsetStrings(want.GetAnnotations(), full.GetAnnotations()) {
+		return false
+	}
+	a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(full), want: want.GetAnnotations()[annotations.AnnotationContentHash]})
+	return true
+}
+
+func (a *Applier) isAccepted(uid types.UID, live, want string) bool {
+	v, ok := a.accepted.Load(uid)
+	return ok && v.(acceptance) == acceptance{live: live, want: want}
+}
+
+func (a *Applier) create(ctx context.Context, res dynamic.ResourceInterface, want *unstructured.Unstructured) (Outcome, error) {
+	got, err := res.Create(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
+	switch {
+	case err == nil:
+		a.remember(got, want.GetAnnotations()[annotations.AnnotationContentHash])
+		return Created, nil
+	case apierrors.IsAlreadyExists(err):
+		// Not in our cache: either not ours, or ours and the cache lags.
+		full, err := res.Get(ctx, want.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return Failed, ignoreNotFoundAsRetry(err)
+		}
+		return a.reconcileLive(ctx, res, full, want)
+	case isNamespaceUnavailable(err):
+		return Skipped, nil
+	default:
+		return Failed, err
+	}
+}
+
+func (a *Applier) update(ctx context.Context, res dynamic.ResourceInterface, resourceVersion string, want *unstructured.Unstructured) (Outcome, error) {
+	obj := want.DeepCopy()
+	// The resourceVersion is that of an object we proved ours; if anything
+	// replaced it since, the update fails with a conflict instead of
+	// writing over somebody else's object.
+	obj.SetResourceVersion(resourceVersion)
+	got, err := res.Update(ctx, obj, metav1.UpdateOptions{FieldManager: a.FieldManager})
+	if err != nil {
+		return Failed, err
+	}
+	a.remember(got, want.GetAnnotations()[annotations.AnnotationContentHash])
+	if h := desired.Hash(got); h != want.GetAnnotations()[annotations.AnnotationContentHash] {
+		a.onlyServerAdditions(got, want)
+	}
+	return Updated, nil
+}
+
+// replace deletes live and creates want, for changes the API server refuses
+// in place: a Secret's type, or anything of an immutable object.
+func (a *Applier) replace(ctx context.Context, res dynamic.ResourceInterface, live, want *unstructured.Unstructured) (Outcome, error) {
+	if err := deleteExact(ctx, res, live); err != nil {
+		return Failed, err
+	}
+	got, err := res.Create(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
+	if err != nil {
+		return Failed, err
+	}
+	a.remember(got, want.GetAnnotations()[annotations.AnnotationContentHash])
+	return Replaced, nil
+}
+
+// Delete removes our mirror live (a cached object). It refuses objects we do
+// not own and deletes only the exact object that was checked.
+func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, live *unstructured.Unstructured, sourceRef string) (Outcome, error) {
+	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, sourceRef) {
+		return Conflict, &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: live.GetAnnotations()[annotations.AnnotationSource]}
+	}
+	res, err := c.Resource(gvk, live.GetNamespace())
+	if err != nil {
+		return Failed, err
+	}
+	if err := deleteExact(ctx, res, live); err != nil {
+		return Failed, err
+	}
+	a.accepted.Delete(live.GetUID())
+	a.written.Delete(writtenKey(live))
+	return Deleted, nil
+}
+
+func deleteExact(ctx context.Context, res dynamic.ResourceInterface, live *unstructured.Unstructured) error {
+	uid, rv := live.GetUID(), live.GetResourceVersion()
+	err := res.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (a *Applier) checkOwner(live, want *unstructured.Unstructured) error {
+	ref := want.GetAnnotations()[annotations.AnnotationSource]
+	if desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, ref) {
+		return nil
+	}
+	owner := ""
+	if desired.IsMirror(live.GetLabels()) {
+		owner = live.GetAnnotations()[annotations.AnnotationSource]
+	}
+	return &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: owner}
+}
+
+// needsReplace reports whether live cannot be updated to want in place.
+func needsReplace(live, want *unstructured.Unstructured) bool {
+	if immutable, _, _ := unstructured.NestedBool(live.Object, "immutable"); immutable {
+		return true
+	}
+	lt, _, _ := unstructured.NestedString(live.Object, "type")
+	wt, _, _ := unstructured.NestedString(want.Object, "type")
+	return live.GetKind() == "Secret" && lt != wt
+}
+
+// newer reports whether live was written from a later version of the source
+// than want. resourceVersions are opaque to clients in general, but those of
+// one object from one API server grow; when either does not parse as a
+// number nothing is concluded.
+func newer(live, want *unstructured.Unstructured) bool {
+	l, err1 := strconv.ParseUint(live.GetAnnotations()[annotations.AnnotationSourceResourceVersion], 10, 64)
+	w, err2 := strconv.ParseUint(want.GetAnnotations()[annotations.AnnotationSourceResourceVersion], 10, 64)
+	sameSource := live.GetAnnotations()[annotations.AnnotationSourceUID] == want.GetAnnotations()[annotations.AnnotationSourceUID]
+	return err1 == nil && err2 == nil && sameSource && l > w
+}
+
+func isNamespaceUnavailable(err error) bool {
+	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "being terminated") {
+		return true
+	}
+	return apierrors.IsNotFound(err)
+}
+
+func ignoreNotFoundAsRetry(err error) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("mirror vanished while being checked; will retry: %w", err)
+	}
+	return err
+}
+
+// subset reports whether every field of want is in have with the same value;
+// lists must have the same length and match element by element.
+func subset(want, have any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range w {
+			hv, ok := h[k]
+			if !ok || !subset(v, hv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !subset(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return fmt.Sprint(want) == fmt.Sprint(have)
+	}
+}
+
+func subsetStrings(want, have map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Forget drops what the Applier remembers of a mirror that was deleted, so
+// that the next Ensure sees it missing and creates it again.
+func (a *Applier) Forget(mirror *unstructured.Unstructured) {
+	if v, ok := a.written.Load(writtenKey(mirror)); ok && v.(write).uid == mirror.GetUID() {
+		a.written.Delete(writtenKey(mirror))
+	}
+	a.accepted.Delete(mirror.GetUID())
+}

@@ -1,0 +1,416 @@
+package clusters
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+)
+
+// IndexSource indexes mirrors by their AnnotationSource value, so the
+// mirrors of one source are found without a scan or an API call.
+const IndexSource = "fleetmirror.io/source"
+
+// AnnotationObservedHash is set only on cached mirrors, never written: the
+// desired.Hash of the live object, computed when the cache stored it, so
+// drift shows without keeping the payload in memory.
+const AnnotationObservedHash = annotations.Prefix + "observed-hash"
+
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// Handler receives the events of a Cluster's watches. Calls come from
+// informer goroutines and must not block.
+type Handler interface {
+	// Source is called when a source object is added, changed or deleted.
+	Source(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool)
+	// Mirror is called when one of our mirrors is added, changed or deleted.
+	Mirror(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool)
+	// Namespace is called when a namespace is added, changed or deleted.
+	Namespace(cluster string, ns *metav1.PartialObjectMetadata)
+}
+
+// Options configure a Cluster.
+type Options struct {
+	// Name names the cluster in source references, logs and metrics.
+	Name string
+	// ManagedBy selects the mirrors this agent owns (LabelManagedBy).
+	ManagedBy string
+	// Resync is the informers' resync period; zero disables it.
+	Resync time.Duration
+	// Handler receives every watch event.
+	Handler Handler
+}
+
+// Cluster is one API server with the watches kept on it.
+type Cluster struct {
+	opts     Options
+	Config   *rest.Config
+	Dynamic  dynamic.Interface
+	Metadata metadata.Interface
+	Mapper   meta.ResettableRESTMapper
+
+	namespaces cache.SharedIndexInformer
+
+	mu    sync.Mutex
+	kinds map[schema.GroupVersionKind]*kindWatch
+	ctx   context.Context // set by Start; parent of every watch
+}
+
+type kindWatch struct {
+	sources, mirrors cache.SharedIndexInformer
+	cancel           context.CancelFunc
+}
+
+// New builds the clients of a cluster. All of them share one HTTP client,
+// so one connection pool and one rate limiter serve the cluster.
+func New(cfg *rest.Config, opts Options) (*Cluster, error) {
+	cfg = rest.CopyConfig(cfg)
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+	}
+	return newWithHTTPClient(cfg, httpClient, opts)
+}
+
+func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) (*Cluster, error) {
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	md, err := metadata.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		opts:     opts,
+		Config:   cfg,
+		Dynamic:  dyn,
+		Metadata: md,
+		Mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		kinds:    map[schema.GroupVersionKind]*kindWatch{},
+	}
+	c.namespaces = metadatainformer.NewFilteredMetadataInformer(md, namespacesGVR, "", opts.Resync, cache.Indexers{}, nil).Informer()
+	if err := c.namespaces.SetTransform(stripMetadata); err != nil {
+		return nil, err
+	}
+	if _, err := c.namespaces.AddEventHandler(handlerFuncs(func(obj any, _ bool) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			opts.Handler.Namespace(opts.Name, m)
+		}
+	})); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name is the cluster's name.
+func (c *Cluster) Name() string { return c.opts.Name }
+
+// Start runs the namespace watch and every kind watch until ctx ends.
+// It returns at once.
+func (c *Cluster) Start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ctx = ctx
+	go c.namespaces.RunWithContext(ctx)
+	for gvk, w := range c.kinds {
+		c.runLocked(gvk, w)
+	}
+}
+
+// Watch makes sure sources and mirrors of gvk are watched. It is cheap to
+// call again for a kind already watched.
+func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.kinds[gvk]; ok {
+		return nil
+	}
+	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return fmt.Errorf("cluster %s: kind %s is not namespaced", c.opts.Name, gvk)
+	}
+	sourceSel := labels.SelectorFromSet(labels.Set{annotations.LabelEnabled: "true"})
+	mirrorSel := labels.SelectorFromSet(labels.Set{annotations.LabelMirror: "true", annotations.LabelManagedBy: c.opts.ManagedBy})
+	// A mirror never is a source, even when someone copied the enabled label onto it.
+	notMirror, _ := labels.NewRequirement(annotations.LabelMirror, selection.DoesNotExist, nil)
+	sourceSel = sourceSel.Add(*notMirror)
+
+	w := &kindWatch{
+		sources: c.informer(mapping.Resource, sourceSel, nil, stripSource),
+		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
+	}
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		fn  func(string, schema.GroupVersionKind, *unstructured.Unstructured, bool)
+	}{{w.sources, c.opts.Handler.Source}, {w.mirrors, c.opts.Handler.Mirror}} {
+		fn := h.fn
+		if _, err := h.inf.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				fn(c.opts.Name, gvk, u, deleted)
+			}
+		})); err != nil {
+			return err
+		}
+	}
+	c.kinds[gvk] = w
+	if c.ctx != nil {
+		c.runLocked(gvk, w)
+	}
+	return nil
+}
+
+// Unwatch stops the watches of gvk and drops their caches.
+func (c *Cluster) Unwatch(gvk schema.GroupVersionKind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.kinds[gvk]; ok {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		delete(c.kinds, gvk)
+	}
+}
+
+// Watched lists the kinds watched now.
+func (c *Cluster) Watched() []schema.GroupVersionKind {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]schema.GroupVersionKind, 0, len(c.kinds))
+	for gvk := range c.kinds {
+		out = append(out, gvk)
+	}
+	return out
+}
+
+func (c *Cluster) runLocked(gvk schema.GroupVersionKind, w *kindWatch) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	w.cancel = cancel
+	go w.sources.RunWithContext(ctx)
+	go w.mirrors.RunWithContext(ctx)
+}
+
+func (c *Cluster) informer(gvr schema.GroupVersionResource, sel labels.Selector, idx cache.Indexers, transform cache.TransformFunc) cache.SharedIndexInformer {
+	if idx == nil {
+		idx = cache.Indexers{}
+	}
+	idx[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
+	inf := dynamicinformer.NewFilteredDynamicInformer(c.Dynamic, gvr, metav1.NamespaceAll, c.opts.Resync, idx,
+		func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }).Informer()
+	// SetTransform fails only once the informer runs; it has not started.
+	_ = inf.SetTransform(transform)
+	return inf
+}
+
+// HasSynced reports whether every watch has its initial list.
+func (c *Cluster) HasSynced() bool {
+	if !c.namespaces.HasSynced() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.kinds {
+		if !w.sources.HasSynced() || !w.mirrors.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync blocks until HasSynced or ctx ends.
+func (c *Cluster) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), c.HasSynced)
+}
+
+func (c *Cluster) kind(gvk schema.GroupVersionKind) *kindWatch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kinds[gvk]
+}
+
+// Source returns the cached source namespace/name of kind gvk. The object is
+// shared with the cache: never modify it.
+func (c *Cluster) Source(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
+	w := c.kind(gvk)
+	if w == nil {
+		return nil, false
+	}
+	return getUnstructured(w.sources.GetStore(), namespace+"/"+name)
+}
+
+// Sources returns every cached source of kind gvk. Shared with the cache.
+func (c *Cluster) Sources(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
+	w := c.kind(gvk)
+	if w == nil {
+		return nil
+	}
+	return toUnstructured(w.sources.GetStore().List())
+}
+
+// Mirror returns our cached mirror namespace/name of kind gvk: metadata, the
+// fields that decide how it may be updated (type, immutable) and its
+// AnnotationObservedHash. Shared with the cache.
+func (c *Cluster) Mirror(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
+	w := c.kind(gvk)
+	if w == nil {
+		return nil, false
+	}
+	return getUnstructured(w.mirrors.GetStore(), namespace+"/"+name)
+}
+
+// MirrorsOf returns our cached mirrors of kind gvk whose source reference is
+// sourceRef. Shared with the cache.
+func (c *Cluster) MirrorsOf(gvk schema.GroupVersionKind, sourceRef string) []*unstructured.Unstructured {
+	w := c.kind(gvk)
+	if w == nil {
+		return nil
+	}
+	objs, _ := w.mirrors.GetIndexer().ByIndex(IndexSource, sourceRef)
+	return toUnstructured(objs)
+}
+
+// AllMirrors returns every cached mirror of kind gvk. Shared with the cache.
+func (c *Cluster) AllMirrors(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
+	w := c.kind(gvk)
+	if w == nil {
+		return nil
+	}
+	return toUnstructured(w.mirrors.GetStore().List())
+}
+
+// Namespaces returns the cached namespaces. Shared with the cache.
+func (c *Cluster) Namespaces() []*metav1.PartialObjectMetadata {
+	items := c.namespaces.GetStore().List()
+	out := make([]*metav1.PartialObjectMetadata, 0, len(items))
+	for _, o := range items {
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func getUnstructured(s cache.Store, key string) (*unstructured.Unstructured, bool) {
+	o, ok, _ := s.GetByKey(key)
+	if !ok {
+		return nil, false
+	}
+	u, ok := o.(*unstructured.Unstructured)
+	return u, ok
+}
+
+func toUnstructured(objs []any) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func indexBySource(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	if ref := m.GetAnnotations()[annotations.AnnotationSource]; ref != "" {
+		return []string{ref}, nil
+	}
+	return nil, nil
+}
+
+// handlerFuncs calls fn with the object of every add, update and delete,
+// unwrapping the tombstones of deletes missed during a re-list.
+func handlerFuncs(fn func(obj any, deleted bool)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { fn(obj, false) },
+		UpdateFunc: func(_, obj any) { fn(obj, false) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			fn(obj, true)
+		},
+	}
+}
+
+// stripMetadata drops what no stage reads from cached objects.
+func stripMetadata(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a != nil {
+			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+		}
+	}
+	return obj, nil
+}
+
+// stripSource keeps sources whole (their content is copied) but for
+// managedFields and last-applied configuration.
+func stripSource(obj any) (any, error) { return stripMetadata(obj) }
+
+// summarizeMirror keeps of a mirror only its metadata, the fields that decide
+// how it can be updated, and the hash of its content, so that the cache's
+// memory does not grow with the size of what is mirrored.
+func summarizeMirror(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	hash := desired.Hash(u)
+	out := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(),
+		"kind":       u.GetKind(),
+		"metadata":   u.Object["metadata"],
+	}}
+	for _, f := range []string{"type", "immutable"} {
+		if v, ok := u.Object[f]; ok {
+			out.Object[f] = v
+		}
+	}
+	_, _ = stripMetadata(out)
+	a := out.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationObservedHash] = hash
+	out.SetAnnotations(a)
+	return out, nil
+}
+
+// Resource returns the dynamic client of kind gvk in namespace.
+func (c *Cluster) Resource(gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, error) {
+	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
+	}
+	return c.Dynamic.Resource(mapping.Resource).Namespace(namespace), nil
+}

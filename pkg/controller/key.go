@@ -1,0 +1,30 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Key is one work queue item: a source object in a cluster.
+type Key struct {
+	Cluster   string
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+}
+
+func (k Key) String() string {
+	return fmt.Sprintf("%s/%s/%s/%s", k.Cluster, k.GVK.Kind, k.Namespace, k.Name)
+}
+
+// ParseSourceRef splits an AnnotationSource value into cluster, namespace
+// and name.
+func ParseSourceRef(ref string) (cluster, namespace, name string, ok bool) {
+	parts := strings.Split(ref, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}

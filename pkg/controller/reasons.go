@@ -1,0 +1,23 @@
+package controller
+
+// Event reasons on source objects.
+const (
+	// ReasonMirrorsSynced: mirrors were created, updated or deleted.
+	ReasonMirrorsSynced = "MirrorsSynced"
+	// ReasonMirrorsRemoved: mirroring was turned off or the source deleted.
+	ReasonMirrorsRemoved = "MirrorsRemoved"
+	// ReasonTargetConflict: a target name is taken by an object we do not own.
+	ReasonTargetConflict = "TargetConflict"
+	// ReasonInvalidAnnotation: part of the fleetmirror annotations is invalid.
+	ReasonInvalidAnnotation = "InvalidAnnotation"
+	// ReasonTargetsOverLimit: more targets matched than max-targets allows.
+	ReasonTargetsOverLimit = "TargetsOverLimit"
+	// ReasonNamespaceRefused: a named target namespace is excluded or opted out.
+	ReasonNamespaceRefused = "NamespaceRefused"
+	// ReasonNamespaceMissing: a named target namespace does not exist (yet).
+	ReasonNamespaceMissing = "NamespaceMissing"
+	// ReasonSourceRefused: the object may never be a source.
+	ReasonSourceRefused = "SourceRefused"
+	// ReasonSyncFailed: writing some mirrors failed; they are retried.
+	ReasonSyncFailed = "SyncFailed"
+)

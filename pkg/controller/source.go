@@ -1,0 +1,45 @@
+package controller
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/metadata"
+)
+
+// getSourceMetadata reads a source's metadata from the API server; nil when
+// it does not exist.
+func (r *Reconciler) getSourceMetadata(ctx context.Context, key Key) (*metav1.PartialObjectMetadata, error) {
+	res, err := r.metadataResource(key)
+	if err != nil {
+		return nil, err
+	}
+	m, err := res.Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return m, err
+}
+
+// getSource reads a whole source from the API server; nil when it does not exist.
+func (r *Reconciler) getSource(ctx context.Context, key Key) (*unstructured.Unstructured, error) {
+	res, err := r.Cluster.Resource(key.GVK, key.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	u, err := res.Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return u, err
+}
+
+func (r *Reconciler) metadataResource(key Key) (metadata.ResourceInterface, error) {
+	mapping, err := r.Cluster.Mapper.RESTMapping(key.GVK.GroupKind(), key.GVK.Version)
+	if err != nil {
+		return nil, err
+	}
+	return r.Cluster.Metadata.Resource(mapping.Resource).Namespace(key.Namespace), nil
+}

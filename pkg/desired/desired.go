@@ -1,0 +1,179 @@
+// Package desired is the third stage of the mirroring pipeline: from a source
+// object and one target it builds the mirror the agent wants to exist
+// (content copied, metadata stripped and stamped, content hashed). It also
+// holds the ownership rules that decide whether a live object is ours. It is
+// pure: no client.
+package desired
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+)
+
+// DefaultStrip lists label and annotation keys (globs over the key) that are
+// never copied onto a mirror: they tie an object to the tool that deployed
+// the source, and copied onto a mirror they make that tool adopt or prune it.
+var DefaultStrip = []string{
+	"kubectl.kubernetes.io/last-applied-configuration",
+	"meta.helm.sh/*",
+	"argocd.argoproj.io/*",
+	"kustomize.toolkit.fluxcd.io/*",
+	"helm.toolkit.fluxcd.io/*",
+	"deployment.kubernetes.io/revision",
+}
+
+// Options say how mirrors are built.
+type Options struct {
+	// SourceCluster names the source's cluster in the source reference.
+	SourceCluster string
+	// ManagedBy is the value of LabelManagedBy on mirrors.
+	ManagedBy string
+	// Strip lists label and annotation key globs never copied.
+	Strip []string
+}
+
+// metadataOnly are the top-level fields that are not content.
+var notContent = map[string]bool{"apiVersion": true, "kind": true, "metadata": true, "status": true}
+
+// Content returns the top-level fields of obj that a mirror copies: every
+// field but apiVersion, kind, metadata and status (data, binaryData, type and
+// immutable for core kinds; spec and the like for others). The map shares
+// its values with obj.
+func Content(obj *unstructured.Unstructured) map[string]any {
+	out := make(map[string]any, len(obj.Object))
+	for k, v := range obj.Object {
+		if !notContent[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// copied returns the keys of m that a mirror carries: all but control keys
+// and those matching a strip glob.
+func copied(m map[string]string, strip []string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if isControlKey(k) || matchAny(strip, k) {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func isControlKey(k string) bool { return strings.HasPrefix(k, annotations.Prefix) }
+
+func matchAny(globs []string, key string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, key); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Hash is the content hash of an object: its Content and its labels and
+// annotations other than control keys. The same function hashes a desired
+// mirror and a live one, so equal hashes mean nothing we propagate differs.
+func Hash(obj *unstructured.Unstructured) string {
+	return hashOf(Content(obj), copied(obj.GetLabels(), nil), copied(obj.GetAnnotations(), nil))
+}
+
+func hashOf(content map[string]any, labels, annots map[string]string) string {
+	// encoding/json sorts map keys, so the encoding is canonical.
+	b, err := json.Marshal(struct {
+		C map[string]any    `json:"c"`
+		L map[string]string `json:"l"`
+		A map[string]string `json:"a"`
+	}{content, labels, annots})
+	if err != nil {
+		// Unstructured content decoded from JSON always encodes again.
+		panic(fmt.Sprintf("content hash: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// SourceRef is the value of AnnotationSource: cluster/namespace/name.
+func SourceRef(cluster, namespace, name string) string {
+	return cluster + "/" + namespace + "/" + name
+}
+
+// Build returns the mirror of src in targetNamespace. The result shares no
+// memory with src.
+func Build(src *unstructured.Unstructured, targetNamespace string, o Options) *unstructured.Unstructured {
+	content := Content(src)
+	labels := copied(src.GetLabels(), o.Strip)
+	annots := copied(src.GetAnnotations(), o.Strip)
+	hash := hashOf(content, labels, annots)
+
+	m := &unstructured.Unstructured{Object: make(map[string]any, len(content)+3)}
+	for k, v := range content {
+		m.Object[k] = v
+	}
+	m.Object = deepCopy(m.Object)
+	m.SetAPIVersion(src.GetAPIVersion())
+	m.SetKind(src.GetKind())
+	m.SetName(src.GetName())
+	m.SetNamespace(targetNamespace)
+
+	labels[annotations.LabelMirror] = "true"
+	labels[annotations.LabelManagedBy] = o.ManagedBy
+	m.SetLabels(labels)
+	annots[annotations.AnnotationSource] = SourceRef(o.SourceCluster, src.GetNamespace(), src.GetName())
+	annots[annotations.AnnotationSourceUID] = string(src.GetUID())
+	annots[annotations.AnnotationSourceResourceVersion] = src.GetResourceVersion()
+	annots[annotations.AnnotationContentHash] = hash
+	m.SetAnnotations(annots)
+	return m
+}
+
+func deepCopy(m map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: m}).DeepCopy().Object
+}
+
+// Owned reports whether obj is a mirror written by managedBy for the source
+// sourceRef. Both our labels and the source reference must agree: a name
+// match alone never makes an object ours.
+func Owned(labels, annots map[string]string, managedBy, sourceRef string) bool {
+	return labels[annotations.LabelMirror] == "true" &&
+		labels[annotations.LabelManagedBy] == managedBy &&
+		annots[annotations.AnnotationSource] == sourceRef
+}
+
+// IsMirror reports whether an object carries the mirror label of any writer.
+// A mirror is never a source.
+func IsMirror(labels map[string]string) bool {
+	return labels[annotations.LabelMirror] == "true"
+}
+
+// neverMirroredSecretTypes hold credentials that are bound to their own
+// namespace or to a tool's bookkeeping.
+var neverMirroredSecretTypes = map[string]bool{
+	"kubernetes.io/service-account-token": true,
+	"bootstrap.kubernetes.io/token":       true,
+	"helm.sh/release.v1":                  true,
+}
+
+// Refusal says why src may never be a source, or "" when it may.
+func Refusal(gvk schema.GroupVersionKind, src *unstructured.Unstructured) string {
+	if IsMirror(src.GetLabels()) {
+		return "it is itself a mirror"
+	}
+	if gvk.Group == "" && gvk.Kind == "Secret" {
+		if t, _, _ := unstructured.NestedString(src.Object, "type"); neverMirroredSecretTypes[t] {
+			return fmt.Sprintf("Secrets of type %s are never mirrored", t)
+		}
+	}
+	return ""
+}

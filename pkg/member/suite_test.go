@@ -1,0 +1,155 @@
+package member_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+	"github.com/fleetmirror/fleetmirror/pkg/member"
+)
+
+const (
+	clusterName = "test"
+	agentNS     = "fleetmirror-system"
+	// excludedGlob is excluded by the test agent on top of the defaults.
+	excludedGlob = "fm-excluded-*"
+)
+
+var (
+	fleet *fleettest.Fleet
+	k8s   client.Client
+	agent *runningAgent
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping envtest suite in -short mode")
+		os.Exit(0)
+	}
+	if os.Getenv("FLEETMIRROR_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	}
+	var err error
+	fleet, err = fleettest.Start("")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s = fleet.Hub.Client
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agent = startAgent()
+	code := m.Run()
+	agent.stop()
+	if err := fleet.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// runningAgent is a member agent running in this process, with a record of
+// every request it sent.
+type runningAgent struct {
+	cancel   context.CancelFunc
+	done     chan error
+	requests *requestLog
+	probes   string
+}
+
+// requestLog records method and URL of every request of one agent.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []string
+	n    atomic.Int64
+}
+
+func (l *requestLog) add(r *http.Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reqs = append(l.reqs, r.Method+" "+r.URL.RequestURI())
+}
+
+func (l *requestLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.reqs...)
+}
+
+// writes returns the requests that changed something.
+func (l *requestLog) writes() []string {
+	var out []string
+	for _, r := range l.all() {
+		if m, _, _ := strings.Cut(r, " "); m != http.MethodGet {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+type recordingTransport struct {
+	next http.RoundTripper
+	log  *requestLog
+}
+
+func (t *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.log.add(r)
+	return t.next.RoundTrip(r)
+}
+
+// startAgent runs a member agent against the test cluster with extra flags.
+func startAgent(extraArgs ...string) *runningAgent {
+	args := append([]string{
+		"--cluster-name=" + clusterName,
+		"--namespace=" + agentNS,
+		"--excluded-namespaces=kube-system,kube-public,kube-node-lease," + excludedGlob,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:0",
+		"--resync-period=0",
+	}, extraArgs...)
+	o, err := member.ParseOptions(args...)
+	if err != nil {
+		panic(err)
+	}
+	log := &requestLog{}
+	cfg := rest.CopyConfig(fleet.Hub.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: log} }
+	o.RESTConfig = cfg
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &runningAgent{cancel: cancel, done: make(chan error, 1), requests: log}
+	go func() { a.done <- member.Run(ctx, o) }()
+	return a
+}
+
+func (a *runningAgent) stop() {
+	a.cancel()
+	select {
+	case err := <-a.done:
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agent stopped with error:", err)
+		}
+	case <-time.After(time.Minute):
+		panic("agent did not stop within a minute")
+	}
+}

@@ -1,0 +1,71 @@
+// Package metrics is the last stage of the mirroring pipeline, beside status
+// and events: the Prometheus series both binaries export, registered on
+// controller-runtime's registry so they are served with its own. Labels are
+// bounded (cluster, kind, result); never a namespace or an object name.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// SyncOperations counts what was done to mirrors, by result.
+	SyncOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_sync_operations_total",
+		Help: "Operations on mirrors by kind, target cluster and result (created, updated, replaced, deleted, unchanged, conflict, skipped, error).",
+	}, []string{"kind", "cluster", "result"})
+
+	// Conflicts counts targets refused because the name is taken by an object we do not own.
+	Conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_conflicts_total",
+		Help: "Targets whose name is held by an object fleetmirror does not own, by kind and target cluster.",
+	}, []string{"kind", "cluster"})
+
+	// InvalidAnnotations counts reconciles of sources with invalid annotations.
+	InvalidAnnotations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_invalid_annotations_total",
+		Help: "Changes of sources whose fleetmirror annotations hold an invalid part, by kind.",
+	}, []string{"kind"})
+
+	// PropagationSeconds measures from a source change seen to the mirror write acknowledged.
+	PropagationSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fleetmirror_propagation_seconds",
+		Help:    "Seconds from a source change observed to a mirror write acknowledged, by kind, source cluster and target cluster.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"kind", "source_cluster", "cluster"})
+
+	// Mirrors counts the mirrors this agent manages, from its cache.
+	Mirrors = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_mirrors",
+		Help: "Mirrors managed by this agent, by kind and target cluster.",
+	}, []string{"kind", "cluster"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors)
+}
+
+// maxPropagation caps observations: a longer figure means the agent was
+// down or a clock jumped, and would drown every bucket that matters.
+const maxPropagation = 10 * time.Minute
+
+// ObservePropagation records one propagation latency. Negative durations,
+// from clock skew between clusters, count as zero.
+func ObservePropagation(kind, sourceCluster, cluster string, d time.Duration) {
+	d = min(max(d, 0), maxPropagation)
+	PropagationSeconds.WithLabelValues(kind, sourceCluster, cluster).Observe(d.Seconds())
+}
+
+// ForgetCluster deletes every series of a cluster that left the fleet.
+func ForgetCluster(cluster string) {
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{SyncOperations, Conflicts, Mirrors} {
+		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	}
+	PropagationSeconds.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	PropagationSeconds.DeletePartialMatch(prometheus.Labels{"source_cluster": cluster})
+}
