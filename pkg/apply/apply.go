@@ -120,8 +120,11 @@ func rvLess(a, b string) bool {
 	return err1 == nil && err2 == nil && x < y
 }
 
-// Ensure makes want exist in cluster c. sourceRef is want's source reference.
-func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, want *unstructured.Unstructured) (Outcome, error) {
+// Ensure makes want exist in cluster c. With sourceVerified, want was built
+// from a source just read from the API server, so a mirror claiming newer
+// source content is wrong and is overwritten; otherwise such a mirror makes
+// Ensure return ErrStaleSource and write nothing.
+func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
 	res, err := c.Resource(gvk, want.GetNamespace())
 	if err != nil {
 		return Failed, err
@@ -139,7 +142,7 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		return a.update(ctx, res, w.resourceVersion, want)
 	}
 	if !cached {
-		return a.create(ctx, res, want)
+		return a.create(ctx, res, want, sourceVerified)
 	}
 	if err := a.checkOwner(live, want); err != nil {
 		return Conflict, err
@@ -148,7 +151,7 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if observed == wantHash || a.isAccepted(live.GetUID(), observed, wantHash) {
 		return Unchanged, nil
 	}
-	if newer(live, want) {
+	if !sourceVerified && newer(live, want) {
 		return Failed, ErrStaleSource
 	}
 	if needsReplace(live, want) {
@@ -165,17 +168,17 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if err != nil {
 		return Failed, ignoreNotFoundAsRetry(err)
 	}
-	return a.reconcileLive(ctx, res, full, want)
+	return a.reconcileLive(ctx, res, full, want, sourceVerified)
 }
 
-func (a *Applier) reconcileLive(ctx context.Context, res dynamic.ResourceInterface, full, want *unstructured.Unstructured) (Outcome, error) {
+func (a *Applier) reconcileLive(ctx context.Context, res dynamic.ResourceInterface, full, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
 	if err := a.checkOwner(full, want); err != nil {
 		return Conflict, err
 	}
 	if a.onlyServerAdditions(full, want) {
 		return Unchanged, nil
 	}
-	if newer(full, want) {
+	if !sourceVerified && newer(full, want) {
 		return Failed, ErrStaleSource
 	}
 	if needsReplace(full, want) {
@@ -207,7 +210,7 @@ func (a *Applier) isAccepted(uid types.UID, live, want string) bool {
 	return ok && v.(acceptance) == acceptance{live: live, want: want}
 }
 
-func (a *Applier) create(ctx context.Context, res dynamic.ResourceInterface, want *unstructured.Unstructured) (Outcome, error) {
+func (a *Applier) create(ctx context.Context, res dynamic.ResourceInterface, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
 	got, err := res.Create(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
 	switch {
 	case err == nil:
@@ -219,7 +222,7 @@ func (a *Applier) create(ctx context.Context, res dynamic.ResourceInterface, wan
 		if err != nil {
 			return Failed, ignoreNotFoundAsRetry(err)
 		}
-		return a.reconcileLive(ctx, res, full, want)
+		return a.reconcileLive(ctx, res, full, want, sourceVerified)
 	case isNamespaceUnavailable(err):
 		return Skipped, nil
 	default:

@@ -23,6 +23,9 @@ type Events struct {
 	Reconciler *Reconciler
 	// Clusters lists the clusters whose sources this controller reconciles.
 	Clusters func() []*clusters.Cluster
+	// Required are the clusters whose caches must sync before work starts;
+	// clusters that join later announce themselves with Synced.
+	Required []*clusters.Cluster
 
 	mu    sync.RWMutex
 	queue workqueue.TypedRateLimitingInterface[Key]
@@ -86,9 +89,10 @@ func (e *Events) enqueueSources(c *clusters.Cluster) {
 	}
 }
 
-// Start is the controller source. Once every cache has synced it records
-// the queue and enqueues every source and the source of every mirror, which
-// sweeps mirrors orphaned while the agent was down. It returns at once.
+// Start is the controller source. Once the required caches have synced it
+// records the queue and enqueues every source and the source of every
+// mirror, which sweeps mirrors orphaned while the agent was down. It
+// returns at once.
 func (e *Events) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
 	go func() {
 		if e.WaitForSync(ctx) != nil {
@@ -98,20 +102,38 @@ func (e *Events) Start(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 		e.queue = q
 		e.mu.Unlock()
 		for _, c := range e.Clusters() {
-			e.enqueueSources(c)
-			for _, gvk := range c.Watched() {
-				for _, m := range c.AllMirrors(gvk) {
-					e.enqueueSourceOf(gvk, m)
-				}
+			if c.HasSynced() {
+				e.sweep(c)
 			}
 		}
 	}()
 	return nil
 }
 
-// WaitForSync blocks until every cluster's caches have synced.
+// Synced is called when a cluster that joined after Start has its caches:
+// its sources, the sources of its mirrors, and every other source (the
+// cluster may be a new target) are looked at.
+func (e *Events) Synced(c *clusters.Cluster) {
+	for _, other := range e.Clusters() {
+		if other != c {
+			e.enqueueSources(other)
+		}
+	}
+	e.sweep(c)
+}
+
+func (e *Events) sweep(c *clusters.Cluster) {
+	e.enqueueSources(c)
+	for _, gvk := range c.Watched() {
+		for _, m := range c.AllMirrors(gvk) {
+			e.enqueueSourceOf(gvk, m)
+		}
+	}
+}
+
+// WaitForSync blocks until every required cluster's caches have synced.
 func (e *Events) WaitForSync(ctx context.Context) error {
-	for _, c := range e.Clusters() {
+	for _, c := range e.Required {
 		if !c.WaitForSync(ctx) {
 			return fmt.Errorf("cluster %s: caches did not sync: %w", c.Name(), ctx.Err())
 		}

@@ -21,3 +21,7 @@ const (
 	// ReasonSyncFailed: writing some mirrors failed; they are retried.
 	ReasonSyncFailed = "SyncFailed"
 )
+
+// ReasonClusterUnreachable: a target cluster cannot be reached; its mirrors
+// are written or removed when it is back.
+const ReasonClusterUnreachable = "ClusterUnreachable"

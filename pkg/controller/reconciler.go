@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -25,33 +23,42 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
-	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
-// Reconciler keeps the mirrors of sources in one cluster within that cluster.
+// Reconciler keeps the mirrors of sources where their annotations say.
 type Reconciler struct {
-	Cluster  *clusters.Cluster
-	Applier  *apply.Applier
-	Build    desired.Options
-	Policy   targets.Policy
-	Recorder events.EventRecorder
+	Scope   Scope
+	Applier *apply.Applier
+	// Build says how mirrors are built; SourceCluster is set per source.
+	Build desired.Options
 	// Finalizer is held on sources that have mirrors, for prompt cleanup.
 	Finalizer string
 	// WriteStatus enables AnnotationStatus on sources.
 	WriteStatus bool
+	// Remote marks the hub: its part of AnnotationStatus is the remote one.
+	Remote bool
 	// VerifySourceFreshness reads a source from the API server before
 	// writing mirrors from it.
 	VerifySourceFreshness bool
 	// Parallelism bounds concurrent writes for one source.
 	Parallelism int
+	// CallTimeout bounds every write to a target cluster.
+	CallTimeout time.Duration
+	// CleanupTimeout bounds how long a deleted source is held while
+	// target clusters are unreachable; zero waits forever.
+	CleanupTimeout time.Duration
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
 }
 
 // retryStale is how soon a source is looked at again when the cache is
-// behind the mirrors or a target could not be written.
+// behind the mirrors or a target cluster is unreachable.
 const retryStale = 2 * time.Second
+
+// retryUnreachable is how soon a source whose targets include an
+// unreachable cluster is looked at again; a reconnect also wakes it.
+const retryUnreachable = 30 * time.Second
 
 // Reconcile brings the mirrors of one source to the desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
@@ -59,41 +66,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	ctx = ctrl.LoggerInto(ctx, log)
 	ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)
 
-	// 1. A source gone from the cache has no mirrors, once we are sure it is
-	// really gone or disabled and not only late in the cache.
-	src, ok := r.Cluster.Source(key.GVK, key.Namespace, key.Name)
+	// 1. A source of an unknown cluster, or gone from the cache, has no
+	// mirrors, once we are sure it is really gone and not only late.
+	c := r.Scope.Cluster(key.Cluster)
+	if c == nil {
+		return reconcile.Result{}, nil // the hub decides about clusters that left
+	}
+	src, ok := c.Source(key.GVK, key.Namespace, key.Name)
 	if !ok {
-		return r.release(ctx, key, ref)
+		return r.release(ctx, c, key, ref)
 	}
 	observedAt := r.takeObserved(key)
 
-	// 2. Deleted, refused or switched off: remove every mirror, then the finalizer.
+	// 2. Deleted, refused, switched off or not ours to serve: remove every
+	// mirror, then the finalizer.
 	req := annotations.Parse(src.GetLabels(), src.GetAnnotations())
 	if refusal := desired.Refusal(key.GVK, src); refusal != "" {
-		r.warnOnce(src, ReasonSourceRefused, "Not mirrored: %s", refusal)
+		r.warnIf(c, src, ReasonSourceRefused, true, "Not mirrored: %s", refusal)
 		req.Sync = false
 	}
-	if src.GetDeletionTimestamp() != nil || !req.Active() {
-		return reconcile.Result{}, r.removeAll(ctx, key, src, ref)
+	var plan Plan
+	if req.Active() {
+		plan = r.Scope.Plan(c, src, req)
+	}
+	if src.GetDeletionTimestamp() != nil || !plan.Relevant || plan.Ignored != "" {
+		if plan.Ignored != "" {
+			r.warnIf(c, src, ReasonSourceRefused, true, "%s", plan.Ignored)
+		}
+		return r.removeAll(ctx, c, key, src, ref, plan.Unreachable)
 	}
 
 	// 3. Fetch the source from the API server when asked to: the cache may
 	// lag behind another writer of the source.
 	if r.VerifySourceFreshness {
-		fresh, err := r.getSource(ctx, key)
+		fresh, err := r.getSource(ctx, c, key)
 		if err != nil || fresh == nil {
 			return reconcile.Result{RequeueAfter: retryStale}, err
 		}
 		src = fresh
 	}
 
-	// 4. Resolve targets and report what the annotations got wrong.
-	res := targets.Resolve(req.Local, key.Namespace, r.namespaces(), r.Policy, r.Policy.Limit(req.MaxTargets))
-	r.reportRequest(key, src, req, res)
+	// 4. Report what the annotations got wrong or could not reach.
+	r.reportRequest(c, key, src, req, plan)
 
 	// 5. Hold the finalizer before the first mirror exists.
 	if !slices.Contains(src.GetFinalizers(), r.Finalizer) {
-		if err := r.patchSource(ctx, key, src, true, nil); err != nil {
+		if err := r.patchSource(ctx, c, key, src, true, nil); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
 		}
 		src = src.DeepCopy() // the cached object is shared: copy before changing
@@ -101,19 +119,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
-	sum := r.applyTargets(ctx, key, src, res.Namespaces, observedAt)
-	sum.add(r.deleteUntargeted(ctx, key, ref, res.Namespaces))
+	sum := r.applyTargets(ctx, key, src, plan.Targets, observedAt, r.VerifySourceFreshness)
+	if sum.stale > 0 && !r.VerifySourceFreshness {
+		// Some mirror claims newer content than our cached source. Ask the
+		// API server: if the cache is current, the claim is wrong.
+		fresh, err := r.getSourceMetadata(ctx, c, key)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if fresh == nil || fresh.GetResourceVersion() != src.GetResourceVersion() {
+			return reconcile.Result{RequeueAfter: retryStale}, nil
+		}
+		sum = r.applyTargets(ctx, key, src, plan.Targets, observedAt, true)
+	}
+	sum.add(r.deleteUntargeted(ctx, c, key, ref, plan.Targets, plan.Unreachable))
 
 	// 7. Report once: events on change, the status annotation, the outcome.
-	return r.finish(ctx, key, src, res, sum)
+	return r.finish(ctx, c, key, src, plan, sum)
 }
 
 // release handles a source missing from the cache: deleted, or its enabled
 // label removed. It removes the mirrors and, if the object still exists,
 // our finalizer.
-func (r *Reconciler) release(ctx context.Context, key Key, ref string) (reconcile.Result, error) {
+func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, ref string) (reconcile.Result, error) {
 	r.observed.Delete(key)
-	live, err := r.getSourceMetadata(ctx, key)
+	live, err := r.getSourceMetadata(ctx, c, key)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -123,17 +153,18 @@ func (r *Reconciler) release(ctx context.Context, key Key, ref string) (reconcil
 		// will come; do not touch its mirrors meanwhile.
 		return reconcile.Result{RequeueAfter: retryStale}, nil
 	}
-	sum := r.deleteUntargeted(ctx, key, ref, nil)
+	sum := r.deleteUntargeted(ctx, c, key, ref, nil, nil)
 	if err := sum.err(); err != nil {
 		return reconcile.Result{}, err
 	}
 	if live != nil && slices.Contains(live.GetFinalizers(), r.Finalizer) {
-		if err := r.patchMetadata(ctx, key, live.GetResourceVersion(), withoutFinalizer(live.GetFinalizers(), r.Finalizer), nil); err != nil {
+		fins := withoutFinalizer(live.GetFinalizers(), r.Finalizer)
+		if err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
 		}
 	}
 	if live != nil && sum.deleted > 0 {
-		r.Recorder.Eventf(live, nil, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Cleanup", "Removed %d mirrors", sum.deleted)
+		r.Scope.Recorder(c).Eventf(live, nil, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Cleanup", "Removed %d mirrors", sum.deleted)
 	}
 	if live == nil {
 		r.forget(key)
@@ -141,101 +172,128 @@ func (r *Reconciler) release(ctx context.Context, key Key, ref string) (reconcil
 	return reconcile.Result{}, nil
 }
 
-// removeAll deletes every mirror of an inactive or deleted source and then
-// lets go of it: finalizer removed, status annotation cleared.
-func (r *Reconciler) removeAll(ctx context.Context, key Key, src *unstructured.Unstructured, ref string) error {
-	sum := r.deleteUntargeted(ctx, key, ref, nil)
+// removeAll deletes every mirror of a source that wants none from us and
+// then lets go of it: finalizer removed, our part of the status cleared. A
+// deleted source whose mirrors sit in unreachable clusters is held up to
+// CleanupTimeout; the orphan sweep removes those mirrors later.
+func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string, unreachable []string) (reconcile.Result, error) {
+	sum := r.deleteUntargeted(ctx, c, key, ref, nil, unreachable)
 	if err := sum.err(); err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	if sum.deleted > 0 {
-		r.Recorder.Eventf(src, nil, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Cleanup", "Removed %d mirrors", sum.deleted)
+		r.Scope.Recorder(c).Eventf(src, nil, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Cleanup", "Removed %d mirrors", sum.deleted)
 	}
-	var clear *string
-	if _, ok := src.GetAnnotations()[annotations.AnnotationStatus]; ok && src.GetDeletionTimestamp() == nil {
-		clear = new(string) // "" deletes the annotation
+	if del := src.GetDeletionTimestamp(); del != nil && len(unreachable) > 0 {
+		if wait := r.CleanupTimeout - time.Since(del.Time); r.CleanupTimeout == 0 || wait > 0 {
+			r.warnIf(c, src, ReasonClusterUnreachable, true, "Waiting to remove mirrors in unreachable clusters: %s", joinLimited(unreachable))
+			return reconcile.Result{RequeueAfter: min(max(wait, time.Second), retryUnreachable)}, nil
+		}
 	}
-	return ignoreNotFound(r.patchSource(ctx, key, src, false, clear))
+	var status *string
+	if src.GetDeletionTimestamp() == nil {
+		line := mergeStatus(src.GetAnnotations()[annotations.AnnotationStatus], "", r.Remote)
+		status = &line
+	}
+	return reconcile.Result{}, ignoreNotFound(r.patchSource(ctx, c, key, src, false, status))
 }
 
-// applyTargets writes the mirror of src into every namespace, in parallel.
-func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, namespaces []string, observedAt time.Time) summary {
-	results := make([]result, len(namespaces))
-	workqueue.ParallelizeUntil(ctx, max(r.Parallelism, 1), len(namespaces), func(i int) {
-		want := desired.Build(src, namespaces[i], r.Build)
-		outcome, err := r.Applier.Ensure(ctx, r.Cluster, key.GVK, want)
-		results[i] = result{namespace: namespaces[i], outcome: outcome, err: err}
+// applyTargets writes the mirror of src into every target, in parallel.
+func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tgts []Target, observedAt time.Time, verified bool) summary {
+	results := make([]result, len(tgts))
+	opts := r.Build
+	opts.SourceCluster = key.Cluster
+	workqueue.ParallelizeUntil(ctx, max(r.Parallelism, 1), len(tgts), func(i int) {
+		t := tgts[i]
+		want := desired.Build(src, t.Namespace, opts)
+		callCtx, cancel := r.callContext(ctx)
+		defer cancel()
+		outcome, err := r.Applier.Ensure(callCtx, t.Cluster, key.GVK, want, verified)
+		results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, outcome: outcome, err: err}
 		switch outcome {
 		case apply.Created, apply.Updated, apply.Replaced:
 			if !observedAt.IsZero() {
-				metrics.ObservePropagation(key.GVK.Kind, key.Cluster, r.Cluster.Name(), time.Since(observedAt))
+				metrics.ObservePropagation(key.GVK.Kind, key.Cluster, t.Cluster.Name(), time.Since(observedAt))
 			}
 		}
 	})
 	var sum summary
 	for _, res := range results {
-		sum.record(key.GVK.Kind, r.Cluster.Name(), res)
+		sum.record(key.GVK.Kind, res)
 	}
 	return sum
 }
 
-// deleteUntargeted deletes our mirrors of ref outside keep.
-func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, keep []string) summary {
+func (r *Reconciler) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.CallTimeout > 0 {
+		return context.WithTimeout(ctx, r.CallTimeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// deleteUntargeted deletes our mirrors of ref except those in keep, in
+// every reachable cluster where they may exist.
+func (r *Reconciler) deleteUntargeted(ctx context.Context, c *clusters.Cluster, key Key, ref string, keep []Target, unreachable []string) summary {
 	var sum summary
-	for _, m := range r.Cluster.MirrorsOf(key.GVK, ref) {
-		if m.GetName() != key.Name || slices.Contains(keep, m.GetNamespace()) {
+	for _, mc := range r.Scope.MirrorClusters(c) {
+		if slices.Contains(unreachable, mc.Name()) {
 			continue
 		}
-		outcome, err := r.Applier.Delete(ctx, r.Cluster, key.GVK, m, ref)
-		sum.record(key.GVK.Kind, r.Cluster.Name(), result{namespace: m.GetNamespace(), outcome: outcome, err: err})
+		for _, m := range mc.MirrorsOf(key.GVK, ref) {
+			if m.GetName() != key.Name || slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()}) {
+				continue
+			}
+			callCtx, cancel := r.callContext(ctx)
+			outcome, err := r.Applier.Delete(callCtx, mc, key.GVK, m, ref)
+			cancel()
+			sum.record(key.GVK.Kind, result{cluster: mc.Name(), namespace: m.GetNamespace(), outcome: outcome, err: err})
+		}
 	}
 	return sum
 }
 
 // finish reports the outcome of a reconcile and says when to come back.
-func (r *Reconciler) finish(ctx context.Context, key Key, src *unstructured.Unstructured, res targets.Result, sum summary) (reconcile.Result, error) {
+func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, plan Plan, sum summary) (reconcile.Result, error) {
+	line := statusLine(plan, sum, r.Remote)
 	if changed := sum.created + sum.updated + sum.replaced + sum.deleted; changed > 0 {
-		r.Recorder.Eventf(src, nil, corev1.EventTypeNormal, ReasonMirrorsSynced, "Sync",
-			"Created %d, updated %d, replaced %d, deleted %d mirrors; %s", sum.created, sum.updated, sum.replaced, sum.deleted, statusLine(res, sum))
+		r.Scope.Recorder(c).Eventf(src, nil, corev1.EventTypeNormal, ReasonMirrorsSynced, "Sync",
+			"Created %d, updated %d, replaced %d, deleted %d mirrors; %s", sum.created, sum.updated, sum.replaced, sum.deleted, line)
 	}
-	r.warnIf(src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
-	r.warnIf(src, ReasonSyncFailed, len(sum.failures) > 0, "Writing failed, will retry: %s", joinLimited(sum.failures))
+	r.warnIf(c, src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
+	r.warnIf(c, src, ReasonSyncFailed, len(sum.failures) > 0, "Writing failed, will retry: %s", joinLimited(sum.failures))
+	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Target clusters unreachable, will retry when back: %s", joinLimited(plan.Unreachable))
 	if r.WriteStatus {
-		line := statusLine(res, sum)
-		if src.GetAnnotations()[annotations.AnnotationStatus] != line {
-			if err := r.patchSource(ctx, key, src, true, &line); err != nil {
-				return reconcile.Result{}, ignoreNotFound(err)
-			}
+		merged := mergeStatus(src.GetAnnotations()[annotations.AnnotationStatus], line, r.Remote)
+		if err := r.patchSource(ctx, c, key, src, true, &merged); err != nil {
+			return reconcile.Result{}, ignoreNotFound(err)
 		}
 	}
 	if err := sum.err(); err != nil {
-		if errors.Is(err, apply.ErrStaleSource) && len(sum.failures) == sum.stale {
-			return reconcile.Result{RequeueAfter: retryStale}, nil
-		}
 		return reconcile.Result{}, err
+	}
+	if len(plan.Unreachable) > 0 {
+		return reconcile.Result{RequeueAfter: retryUnreachable}, nil
 	}
 	return reconcile.Result{}, nil
 }
 
 // reportRequest warns about invalid annotations and unreachable targets,
 // once per distinct message.
-func (r *Reconciler) reportRequest(key Key, src *unstructured.Unstructured, req annotations.Request, res targets.Result) {
-	if len(req.Problems) > 0 && r.warnIf(src, ReasonInvalidAnnotation, true, "%s", joinLimited(req.Problems)) {
+func (r *Reconciler) reportRequest(c *clusters.Cluster, key Key, src *unstructured.Unstructured, req annotations.Request, plan Plan) {
+	if r.warnIf(c, src, ReasonInvalidAnnotation, len(req.Problems) > 0, "%s", joinLimited(req.Problems)) {
 		metrics.InvalidAnnotations.WithLabelValues(key.GVK.Kind).Inc()
-	} else if len(req.Problems) == 0 {
-		r.warnIf(src, ReasonInvalidAnnotation, false, "")
 	}
-	r.warnIf(src, ReasonTargetsOverLimit, len(res.Skipped) > 0, "%d matching namespaces skipped over the limit of %d targets (first skipped: %s)",
-		len(res.Skipped), len(res.Namespaces), firstOr(res.Skipped))
-	r.warnIf(src, ReasonNamespaceRefused, len(res.Refused) > 0, "Excluded or opted out, not written: %s", joinLimited(res.Refused))
-	r.warnIf(src, ReasonNamespaceMissing, len(res.Missing) > 0, "Named namespaces that do not exist yet: %s", joinLimited(res.Missing))
+	r.warnIf(c, src, ReasonTargetsOverLimit, len(plan.Skipped) > 0, "%d matching targets skipped over the limit of %d (first skipped: %s)",
+		len(plan.Skipped), len(plan.Targets), firstOr(plan.Skipped))
+	r.warnIf(c, src, ReasonNamespaceRefused, len(plan.Refused) > 0, "Excluded or opted out, not written: %s", joinLimited(plan.Refused))
+	r.warnIf(c, src, ReasonNamespaceMissing, len(plan.Missing) > 0, "Named namespaces that do not exist yet: %s", joinLimited(plan.Missing))
 }
 
 // warnIf emits a Warning event when cond holds and the message differs from
 // the last one of that reason for this source, so a resync repeats nothing.
 // It reports whether it emitted.
-func (r *Reconciler) warnIf(src *unstructured.Unstructured, reason string, cond bool, format string, args ...any) bool {
-	key := Key{GVK: src.GroupVersionKind(), Namespace: src.GetNamespace(), Name: src.GetName()}
+func (r *Reconciler) warnIf(c *clusters.Cluster, src *unstructured.Unstructured, reason string, cond bool, format string, args ...any) bool {
+	key := Key{Cluster: c.Name(), GVK: src.GroupVersionKind(), Namespace: src.GetNamespace(), Name: src.GetName()}
 	v, _ := r.reported.LoadOrStore(key, &sync.Map{})
 	last := v.(*sync.Map)
 	if !cond {
@@ -247,27 +305,13 @@ func (r *Reconciler) warnIf(src *unstructured.Unstructured, reason string, cond 
 		return false
 	}
 	last.Store(reason, msg)
-	r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, reason, "Sync", "%s", msg)
+	r.Scope.Recorder(c).Eventf(src, nil, corev1.EventTypeWarning, reason, "Sync", "%s", msg)
 	return true
-}
-
-func (r *Reconciler) warnOnce(src *unstructured.Unstructured, reason, format string, args ...any) {
-	r.warnIf(src, reason, true, format, args...)
 }
 
 func (r *Reconciler) forget(key Key) {
 	r.observed.Delete(key)
-	r.reported.Delete(Key{GVK: key.GVK, Namespace: key.Namespace, Name: key.Name})
-}
-
-// namespaces lists the cluster's namespaces for target resolution.
-func (r *Reconciler) namespaces() []targets.Namespace {
-	cached := r.Cluster.Namespaces()
-	out := make([]targets.Namespace, 0, len(cached))
-	for _, ns := range cached {
-		out = append(out, targets.Namespace{Name: ns.Name, Labels: ns.Labels, Terminating: ns.DeletionTimestamp != nil})
-	}
-	return out
+	r.reported.Delete(key)
 }
 
 // Observe records that a source changed now, for the propagation metric.
@@ -285,9 +329,10 @@ func (r *Reconciler) takeObserved(key Key) time.Time {
 
 // patchSource adds or removes our finalizer on src and sets its status
 // annotation (nil: leave it; "": remove it). It writes only when something
-// changes. The patch carries src's resourceVersion when it changes the
-// finalizers, so a concurrent change of the list is never lost.
-func (r *Reconciler) patchSource(ctx context.Context, key Key, src *unstructured.Unstructured, hold bool, status *string) error {
+// changes, and always with src's resourceVersion, so that a concurrent
+// change of the finalizers or of the other writer's part of the status is
+// never lost.
+func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, hold bool, status *string) error {
 	fins := src.GetFinalizers()
 	has := slices.Contains(fins, r.Finalizer)
 	var newFins []string
@@ -303,18 +348,11 @@ func (r *Reconciler) patchSource(ctx context.Context, key Key, src *unstructured
 	if newFins == nil && status == nil {
 		return nil
 	}
-	rv := ""
-	if newFins != nil {
-		rv = src.GetResourceVersion()
-	}
-	return r.patchMetadata(ctx, key, rv, newFins, status)
+	return r.patchMetadata(ctx, c, key, src.GetResourceVersion(), newFins, status)
 }
 
-func (r *Reconciler) patchMetadata(ctx context.Context, key Key, resourceVersion string, finalizers []string, status *string) error {
-	md := map[string]any{}
-	if resourceVersion != "" {
-		md["resourceVersion"] = resourceVersion
-	}
+func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key Key, resourceVersion string, finalizers []string, status *string) error {
+	md := map[string]any{"resourceVersion": resourceVersion}
 	if finalizers != nil {
 		md["finalizers"] = finalizers
 	}
@@ -329,12 +367,14 @@ func (r *Reconciler) patchMetadata(ctx context.Context, key Key, resourceVersion
 	if err != nil {
 		return err
 	}
-	res, err := r.metadataResource(key)
+	res, err := metadataResource(c, key)
 	if err != nil {
 		return err
 	}
+	callCtx, cancel := r.callContext(ctx)
+	defer cancel()
 	// A merge patch never creates: a source deleted meanwhile is NotFound.
-	_, err = res.Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.Applier.FieldManager})
+	_, err = res.Patch(callCtx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.Applier.FieldManager})
 	return err
 }
 

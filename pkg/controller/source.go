@@ -7,12 +7,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/metadata"
+
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 )
 
 // getSourceMetadata reads a source's metadata from the API server; nil when
 // it does not exist.
-func (r *Reconciler) getSourceMetadata(ctx context.Context, key Key) (*metav1.PartialObjectMetadata, error) {
-	res, err := r.metadataResource(key)
+func (r *Reconciler) getSourceMetadata(ctx context.Context, c *clusters.Cluster, key Key) (*metav1.PartialObjectMetadata, error) {
+	res, err := metadataResource(c, key)
 	if err != nil {
 		return nil, err
 	}
@@ -24,8 +26,8 @@ func (r *Reconciler) getSourceMetadata(ctx context.Context, key Key) (*metav1.Pa
 }
 
 // getSource reads a whole source from the API server; nil when it does not exist.
-func (r *Reconciler) getSource(ctx context.Context, key Key) (*unstructured.Unstructured, error) {
-	res, err := r.Cluster.Resource(key.GVK, key.Namespace)
+func (r *Reconciler) getSource(ctx context.Context, c *clusters.Cluster, key Key) (*unstructured.Unstructured, error) {
+	res, err := c.Resource(key.GVK, key.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -36,10 +38,10 @@ func (r *Reconciler) getSource(ctx context.Context, key Key) (*unstructured.Unst
 	return u, err
 }
 
-func (r *Reconciler) metadataResource(key Key) (metadata.ResourceInterface, error) {
-	mapping, err := r.Cluster.Mapper.RESTMapping(key.GVK.GroupKind(), key.GVK.Version)
+func metadataResource(c *clusters.Cluster, key Key) (metadata.ResourceInterface, error) {
+	mapping, err := c.Mapper.RESTMapping(key.GVK.GroupKind(), key.GVK.Version)
 	if err != nil {
 		return nil, err
 	}
-	return r.Cluster.Metadata.Resource(mapping.Resource).Namespace(key.Namespace), nil
+	return c.Metadata.Resource(mapping.Resource).Namespace(key.Namespace), nil
 }

@@ -7,11 +7,11 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
-	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
 // result is the outcome of one target.
 type result struct {
+	cluster   string
 	namespace string
 	outcome   apply.Outcome
 	err       error
@@ -25,8 +25,8 @@ type summary struct {
 	errors                                                  []error
 }
 
-func (s *summary) record(kind, cluster string, r result) {
-	metrics.SyncOperations.WithLabelValues(kind, cluster, string(r.outcome)).Inc()
+func (s *summary) record(kind string, r result) {
+	metrics.SyncOperations.WithLabelValues(kind, r.cluster, string(r.outcome)).Inc()
 	switch r.outcome {
 	case apply.Created:
 		s.created++
@@ -41,7 +41,7 @@ func (s *summary) record(kind, cluster string, r result) {
 	case apply.Skipped:
 		s.skipped++
 	case apply.Conflict:
-		metrics.Conflicts.WithLabelValues(kind, cluster).Inc()
+		metrics.Conflicts.WithLabelValues(kind, r.cluster).Inc()
 		s.conflicts = append(s.conflicts, r.err.Error())
 	default:
 		if errors.Is(r.err, apply.ErrStaleSource) {
@@ -67,10 +67,15 @@ func (s *summary) add(o summary) {
 
 func (s *summary) err() error { return errs(s.errors) }
 
-// statusLine is the one-line summary written to AnnotationStatus.
-func statusLine(res targets.Result, s summary) string {
+// statusLine is this writer's part of AnnotationStatus.
+func statusLine(p Plan, s summary, remote bool) string {
 	synced := s.created + s.updated + s.replaced + s.unchanged
-	parts := []string{fmt.Sprintf("%d/%d namespaces synced", synced, len(res.Namespaces))}
+	var parts []string
+	if remote {
+		parts = append(parts, fmt.Sprintf("%s%d clusters, %d/%d synced", remotePrefix, p.Clusters, synced, len(p.Targets)))
+	} else {
+		parts = append(parts, fmt.Sprintf("%d/%d namespaces synced", synced, len(p.Targets)))
+	}
 	add := func(n int, what string) {
 		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, what))
@@ -78,10 +83,46 @@ func statusLine(res targets.Result, s summary) string {
 	}
 	add(len(s.conflicts), "conflicts")
 	add(len(s.failures), "failed")
-	add(len(res.Skipped), "over limit")
-	add(len(res.Refused), "refused")
-	add(len(res.Missing), "missing")
+	add(len(p.Skipped), "over limit")
+	add(len(p.Refused), "refused")
+	add(len(p.Missing), "missing")
+	if len(p.Unreachable) > 0 {
+		parts = append(parts, joinLimited(p.Unreachable)+" unreachable")
+	}
 	return strings.Join(parts, "; ")
+}
+
+// The member and the hub share AnnotationStatus: the member's part comes
+// first, the hub's follows after statusSeparator and starts with
+// remotePrefix. Each writer replaces only its own part, so they never undo
+// each other's writes.
+const (
+	statusSeparator = " | "
+	remotePrefix    = "remote: "
+)
+
+// mergeStatus returns current with this writer's part replaced by part
+// ("" removes it).
+func mergeStatus(current, part string, remote bool) string {
+	local, rem := current, ""
+	if i := strings.Index(current, statusSeparator+remotePrefix); i >= 0 {
+		local, rem = current[:i], current[i+len(statusSeparator):]
+	} else if strings.HasPrefix(current, remotePrefix) {
+		local, rem = "", current
+	}
+	if remote {
+		rem = part
+	} else {
+		local = part
+	}
+	switch {
+	case local == "":
+		return rem
+	case rem == "":
+		return local
+	default:
+		return local + statusSeparator + rem
+	}
 }
 
 // joinLimited lists at most five items, saying how many more there are.

@@ -28,6 +28,9 @@ import (
 // FieldManager names the member's writes in managedFields.
 const FieldManager = "fleetmirror-member"
 
+// callTimeout bounds every write the agent makes.
+const callTimeout = 30 * time.Second
+
 // Finalizer is held by the member on sources that have mirrors.
 const Finalizer = annotations.Prefix + "member-cleanup"
 
@@ -67,20 +70,23 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	r := &fmcontroller.Reconciler{
-		Applier: &apply.Applier{FieldManager: FieldManager, ManagedBy: annotations.ManagedByMember},
-		Build: desired.Options{
-			SourceCluster: o.ClusterName,
-			ManagedBy:     annotations.ManagedByMember,
-			Strip:         o.StripKeys,
-		},
+	scope := &fmcontroller.LocalScope{
+		Events: mgr.GetEventRecorder(FieldManager),
 		Policy: targets.Policy{
 			Included:   o.IncludedNamespaces,
 			Excluded:   o.ExcludedNamespaces,
 			MaxTargets: o.MaxTargets,
 		},
-		Recorder:              mgr.GetEventRecorder(FieldManager),
+	}
+	r := &fmcontroller.Reconciler{
+		Scope:   scope,
+		Applier: &apply.Applier{FieldManager: FieldManager, ManagedBy: annotations.ManagedByMember},
+		Build: desired.Options{
+			ManagedBy: annotations.ManagedByMember,
+			Strip:     o.StripKeys,
+		},
 		Finalizer:             Finalizer,
+		CallTimeout:           callTimeout,
 		WriteStatus:           o.StatusAnnotation,
 		VerifySourceFreshness: o.VerifySourceFreshness,
 		Parallelism:           o.WriteParallelism,
@@ -92,8 +98,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	r.Cluster = cluster
+	scope.Local = cluster
 	events.Clusters = func() []*clusters.Cluster { return []*clusters.Cluster{cluster} }
+	events.Required = []*clusters.Cluster{cluster}
 	for _, gvk := range o.ResourceTypes {
 		if err := cluster.Watch(gvk); err != nil {
 			return err
