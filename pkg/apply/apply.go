@@ -87,18 +87,25 @@ type write struct {
 	hash            string
 }
 
-func writtenKey(obj *unstructured.Unstructured) string {
-	return obj.GetNamespace() + "/" + obj.GetName()
+// target names one mirror: cluster, kind, namespace and name.
+type target struct {
+	cluster         string
+	gvk             schema.GroupVersionKind
+	namespace, name string
 }
 
-func (a *Applier) remember(got *unstructured.Unstructured, hash string) {
-	a.written.Store(writtenKey(got), write{uid: got.GetUID(), resourceVersion: got.GetResourceVersion(), hash: hash})
+func writtenKey(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured) target {
+	return target{cluster: cluster, gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}
+}
+
+func (a *Applier) remember(key target, got *unstructured.Unstructured, hash string) {
+	a.written.Store(key, write{uid: got.GetUID(), resourceVersion: got.GetResourceVersion(), hash: hash})
 }
 
 // lastWrite returns our last write of the mirror named like want when the
 // cached object live (nil: not cached) is older than that write.
-func (a *Applier) lastWrite(live, want *unstructured.Unstructured) (write, bool) {
-	v, ok := a.written.Load(writtenKey(want))
+func (a *Applier) lastWrite(key target, live *unstructured.Unstructured) (write, bool) {
+	v, ok := a.written.Load(key)
 	if !ok {
 		return write{}, false
 	}
@@ -134,15 +141,16 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if !cached {
 		live = nil
 	}
-	if w, ok := a.lastWrite(live, want); ok {
+	key := writtenKey(c.Name(), gvk, want)
+	if w, ok := a.lastWrite(key, live); ok {
 		// The cache has not caught up with our own last write.
 		if w.hash == wantHash {
 			return Unchanged, nil
 		}
-		return a.update(ctx, res, w.resourceVersion, want)
+		return a.update(ctx, key, res, w.resourceVersion, want)
 	}
 	if !cached {
-		return a.create(ctx, res, want, sourceVerified)
+		return a.create(ctx, key, res, want, sourceVerified)
 	}
 	if err := a.checkOwner(live, want); err != nil {
 		return Conflict, err
@@ -155,12 +163,12 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		return Failed, ErrStaleSource
 	}
 	if needsReplace(live, want) {
-		return a.replace(ctx, res, live, want)
+		return a.replace(ctx, key, res, live, want)
 	}
 	if observed == live.GetAnnotations()[annotations.AnnotationContentHash] {
 		// The live mirror is exactly what we wrote last: only the source
 		// changed, so the cached resourceVersion is enough to update.
-		return a.update(ctx, res, live.GetResourceVersion(), want)
+		return a.update(ctx, key, res, live.GetResourceVersion(), want)
 	}
 	// The mirror differs from what we wrote: a hand edit, or fields the API
 	// server added. Read it whole to tell which.
@@ -168,10 +176,10 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if err != nil {
 		return Failed, ignoreNotFoundAsRetry(err)
 	}
-	return a.reconcileLive(ctx, res, full, want, sourceVerified)
+	return a.reconcileLive(ctx, key, res, full, want, sourceVerified)
 }
 
-func (a *Applier) reconcileLive(ctx context.Context, res dynamic.ResourceInterface, full, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+func (a *Applier) reconcileLive(ctx context.Context, key target, res dynamic.ResourceInterface, full, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
 	if err := a.checkOwner(full, want); err != nil {
 		return Conflict, err
 	}
@@ -182,9 +190,9 @@ func (a *Applier) reconcileLive(ctx context.Context, res dynamic.ResourceInterfa
 		return Failed, ErrStaleSource
 	}
 	if needsReplace(full, want) {
-		return a.replace(ctx, res, full, want)
+		return a.replace(ctx, key, res, full, want)
 	}
-	return a.update(ctx, res, full.GetResourceVersion(), want)
+	return a.update(ctx, key, res, full.GetResourceVersion(), want)
 }
 
 // onlyServerAdditions reports whether full holds everything want sets and
@@ -210,11 +218,11 @@ func (a *Applier) isAccepted(uid types.UID, live, want string) bool {
 	return ok && v.(acceptance) == acceptance{live: live, want: want}
 }
 
-func (a *Applier) create(ctx context.Context, res dynamic.ResourceInterface, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+func (a *Applier) create(ctx context.Context, key target, res dynamic.ResourceInterface, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
 	got, err := res.Create(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
 	switch {
 	case err == nil:
-		a.remember(got, want.GetAnnotations()[annotations.AnnotationContentHash])
+		a.remember(key, got, want.GetAnnotations()[annotations.AnnotationContentHash])
 		return Created, nil
 	case apierrors.IsAlreadyExists(err):
 		// Not in our cache: either not ours, or ours and the cache lags.
@@ -222,7 +230,7 @@ func (a *Applier) create(ctx context.Context, res dynamic.ResourceInterface, wan
 		if err != nil {
 			return Failed, ignoreNotFoundAsRetry(err)
 		}
-		return a.reconcileLive(ctx, res, full, want, sourceVerified)
+		return a.reconcileLive(ctx, key, res, full, want, sourceVerified)
 	case isNamespaceUnavailable(err):
 		return Skipped, nil
 	default:
@@ -230,7 +238,7 @@ func (a *Applier) create(ctx context.Context, res dynamic.ResourceInterface, wan
 	}
 }
 
-func (a *Applier) update(ctx context.Context, res dynamic.ResourceInterface, resourceVersion string, want *unstructured.Unstructured) (Outcome, error) {
+func (a *Applier) update(ctx context.Context, key target, res dynamic.ResourceInterface, resourceVersion string, want *unstructured.Unstructured) (Outcome, error) {
 	obj := want.DeepCopy()
 	// The resourceVersion is that of an object we proved ours; if anything
 	// replaced it since, the update fails with a conflict instead of
@@ -240,7 +248,7 @@ func (a *Applier) update(ctx context.Context, res dynamic.ResourceInterface, res
 	if err != nil {
 		return Failed, err
 	}
-	a.remember(got, want.GetAnnotations()[annotations.AnnotationContentHash])
+	a.remember(key, got, want.GetAnnotations()[annotations.AnnotationContentHash])
 	if h := desired.Hash(got); h != want.GetAnnotations()[annotations.AnnotationContentHash] {
 		a.onlyServerAdditions(got, want)
 	}
@@ -249,7 +257,7 @@ func (a *Applier) update(ctx context.Context, res dynamic.ResourceInterface, res
 
 // replace deletes live and creates want, for changes the API server refuses
 // in place: a Secret's type, or anything of an immutable object.
-func (a *Applier) replace(ctx context.Context, res dynamic.ResourceInterface, live, want *unstructured.Unstructured) (Outcome, error) {
+func (a *Applier) replace(ctx context.Context, key target, res dynamic.ResourceInterface, live, want *unstructured.Unstructured) (Outcome, error) {
 	if err := deleteExact(ctx, res, live); err != nil {
 		return Failed, err
 	}
@@ -257,7 +265,7 @@ func (a *Applier) replace(ctx context.Context, res dynamic.ResourceInterface, li
 	if err != nil {
 		return Failed, err
 	}
-	a.remember(got, want.GetAnnotations()[annotations.AnnotationContentHash])
+	a.remember(key, got, want.GetAnnotations()[annotations.AnnotationContentHash])
 	return Replaced, nil
 }
 
@@ -275,7 +283,7 @@ func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		return Failed, err
 	}
 	a.accepted.Delete(live.GetUID())
-	a.written.Delete(writtenKey(live))
+	a.written.Delete(writtenKey(c.Name(), gvk, live))
 	return Deleted, nil
 }
 
@@ -378,9 +386,10 @@ func subsetStrings(want, have map[string]string) bool {
 
 // Forget drops what the Applier remembers of a mirror that was deleted, so
 // that the next Ensure sees it missing and creates it again.
-func (a *Applier) Forget(mirror *unstructured.Unstructured) {
-	if v, ok := a.written.Load(writtenKey(mirror)); ok && v.(write).uid == mirror.GetUID() {
-		a.written.Delete(writtenKey(mirror))
+func (a *Applier) Forget(cluster string, gvk schema.GroupVersionKind, mirror *unstructured.Unstructured) {
+	key := writtenKey(cluster, gvk, mirror)
+	if v, ok := a.written.Load(key); ok && v.(write).uid == mirror.GetUID() {
+		a.written.Delete(key)
 	}
 	a.accepted.Delete(mirror.GetUID())
 }

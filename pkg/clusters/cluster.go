@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
@@ -70,6 +71,8 @@ type Cluster struct {
 	Mapper   meta.ResettableRESTMapper
 
 	namespaces cache.SharedIndexInformer
+	httpClient *http.Client
+	raw        rest.Interface
 
 	mu    sync.Mutex
 	kinds map[schema.GroupVersionKind]*kindWatch
@@ -89,7 +92,41 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
 	}
-	return newWithHTTPClient(cfg, httpClient, opts)
+	c, err := newWithHTTPClient(cfg, httpClient, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.httpClient = httpClient
+	rawCfg := rest.CopyConfig(cfg)
+	rawCfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	if c.raw, err = rest.UnversionedRESTClientForConfigAndClient(rawCfg, httpClient); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Ping asks the API server whether it is ready.
+func (c *Cluster) Ping(ctx context.Context) error {
+	if c.raw == nil {
+		return fmt.Errorf("cluster %s: no client", c.opts.Name)
+	}
+	return c.raw.Get().AbsPath("/readyz").Do(ctx).Error()
+}
+
+// Close stops every watch and closes idle connections. Start must have
+// been given a context that is cancelled too, or has been.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	for gvk, w := range c.kinds {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		delete(c.kinds, gvk)
+	}
+	c.mu.Unlock()
+	if c.httpClient != nil {
+		c.httpClient.CloseIdleConnections()
+	}
 }
 
 func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) (*Cluster, error) {
@@ -145,11 +182,10 @@ func (c *Cluster) Start(ctx context.Context) {
 // Watch makes sure sources and mirrors of gvk are watched. It is cheap to
 // call again for a kind already watched.
 func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.kinds[gvk]; ok {
+	if c.kind(gvk) != nil {
 		return nil
 	}
+	// Discovery may go to the network: never under c.mu.
 	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
@@ -179,6 +215,11 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 		})); err != nil {
 			return err
 		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.kinds[gvk]; ok {
+		return nil // another caller won the race
 	}
 	c.kinds[gvk] = w
 	if c.ctx != nil {

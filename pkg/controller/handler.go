@@ -23,6 +23,9 @@ type Events struct {
 	Reconciler *Reconciler
 	// Clusters lists the clusters whose sources this controller reconciles.
 	Clusters func() []*clusters.Cluster
+	// CrossCluster marks the hub: a namespace change in one cluster concerns
+	// the sources of every other cluster.
+	CrossCluster bool
 	// Required are the clusters whose caches must sync before work starts;
 	// clusters that join later announce themselves with Synced.
 	Required []*clusters.Cluster
@@ -52,9 +55,9 @@ func (e *Events) Source(cluster string, gvk schema.GroupVersionKind, obj *unstru
 // Mirror enqueues the source of a mirror that was deleted or drifted from
 // what we wrote. Mirrors that hold what we stamped need no attention: their
 // source's own events cover every change we make.
-func (e *Events) Mirror(_ string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool) {
+func (e *Events) Mirror(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool) {
 	if deleted {
-		e.Reconciler.Applier.Forget(obj)
+		e.Reconciler.Applier.Forget(cluster, gvk, obj)
 	}
 	a := obj.GetAnnotations()
 	if !deleted && obj.GetDeletionTimestamp() == nil &&
@@ -75,8 +78,22 @@ func (e *Events) enqueueSourceOf(gvk schema.GroupVersionKind, obj *unstructured.
 // changes labels or goes away: any of them may target it.
 func (e *Events) Namespace(cluster string, _ *metav1.PartialObjectMetadata) {
 	for _, c := range e.Clusters() {
-		if c.Name() == cluster {
+		if (c.Name() == cluster) != e.CrossCluster {
 			e.enqueueSources(c)
+		}
+	}
+}
+
+// ClusterGone enqueues the sources of every mirror that refers to a source
+// in the cluster named name, which left the fleet.
+func (e *Events) ClusterGone(name string) {
+	for _, c := range e.Clusters() {
+		for _, gvk := range c.Watched() {
+			for _, m := range c.AllMirrors(gvk) {
+				if cl, _, _, ok := ParseSourceRef(m.GetAnnotations()[annotations.AnnotationSource]); ok && cl == name {
+					e.enqueueSourceOf(gvk, m)
+				}
+			}
 		}
 	}
 }

@@ -47,6 +47,9 @@ type Reconciler struct {
 	// CleanupTimeout bounds how long a deleted source is held while
 	// target clusters are unreachable; zero waits forever.
 	CleanupTimeout time.Duration
+	// DeleteOrphansOfUnregistered deletes the mirrors of sources whose
+	// cluster left the fleet; otherwise they are kept and logged.
+	DeleteOrphansOfUnregistered bool
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
@@ -70,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	// mirrors, once we are sure it is really gone and not only late.
 	c := r.Scope.Cluster(key.Cluster)
 	if c == nil {
-		return reconcile.Result{}, nil // the hub decides about clusters that left
+		return r.sourceClusterGone(ctx, key, ref)
 	}
 	src, ok := c.Source(key.GVK, key.Namespace, key.Name)
 	if !ok {
@@ -93,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		if plan.Ignored != "" {
 			r.warnIf(c, src, ReasonSourceRefused, true, "%s", plan.Ignored)
 		}
-		return r.removeAll(ctx, c, key, src, ref, plan.Unreachable)
+		return r.removeAll(ctx, c, key, src, ref)
 	}
 
 	// 3. Fetch the source from the API server when asked to: the cache may
@@ -132,10 +135,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		}
 		sum = r.applyTargets(ctx, key, src, plan.Targets, observedAt, true)
 	}
-	sum.add(r.deleteUntargeted(ctx, c, key, ref, plan.Targets, plan.Unreachable))
+	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets))
 
 	// 7. Report once: events on change, the status annotation, the outcome.
 	return r.finish(ctx, c, key, src, plan, sum)
+}
+
+// sourceClusterGone handles a source whose cluster left the fleet (only
+// the hub sees this). Its mirrors are deleted or kept, as the operator chose.
+func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string) (reconcile.Result, error) {
+	if !r.DeleteOrphansOfUnregistered {
+		ctrl.LoggerFrom(ctx).Info("Keeping mirrors of a source whose cluster is not registered", "source", ref)
+		return reconcile.Result{}, nil
+	}
+	sum := r.deleteUntargeted(ctx, key, ref, nil)
+	return reconcile.Result{}, sum.err()
 }
 
 // release handles a source missing from the cache: deleted, or its enabled
@@ -153,7 +167,7 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 		// will come; do not touch its mirrors meanwhile.
 		return reconcile.Result{RequeueAfter: retryStale}, nil
 	}
-	sum := r.deleteUntargeted(ctx, c, key, ref, nil, nil)
+	sum := r.deleteUntargeted(ctx, key, ref, nil)
 	if err := sum.err(); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -176,14 +190,15 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 // then lets go of it: finalizer removed, our part of the status cleared. A
 // deleted source whose mirrors sit in unreachable clusters is held up to
 // CleanupTimeout; the orphan sweep removes those mirrors later.
-func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string, unreachable []string) (reconcile.Result, error) {
-	sum := r.deleteUntargeted(ctx, c, key, ref, nil, unreachable)
+func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (reconcile.Result, error) {
+	sum := r.deleteUntargeted(ctx, key, ref, nil)
 	if err := sum.err(); err != nil {
 		return reconcile.Result{}, err
 	}
 	if sum.deleted > 0 {
 		r.Scope.Recorder(c).Eventf(src, nil, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Cleanup", "Removed %d mirrors", sum.deleted)
 	}
+	_, unreachable := r.Scope.MirrorClusters(key.Cluster)
 	if del := src.GetDeletionTimestamp(); del != nil && len(unreachable) > 0 {
 		if wait := r.CleanupTimeout - time.Since(del.Time); r.CleanupTimeout == 0 || wait > 0 {
 			r.warnIf(c, src, ReasonClusterUnreachable, true, "Waiting to remove mirrors in unreachable clusters: %s", joinLimited(unreachable))
@@ -233,12 +248,10 @@ func (r *Reconciler) callContext(ctx context.Context) (context.Context, context.
 
 // deleteUntargeted deletes our mirrors of ref except those in keep, in
 // every reachable cluster where they may exist.
-func (r *Reconciler) deleteUntargeted(ctx context.Context, c *clusters.Cluster, key Key, ref string, keep []Target, unreachable []string) summary {
+func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, keep []Target) summary {
 	var sum summary
-	for _, mc := range r.Scope.MirrorClusters(c) {
-		if slices.Contains(unreachable, mc.Name()) {
-			continue
-		}
+	reachable, _ := r.Scope.MirrorClusters(key.Cluster)
+	for _, mc := range reachable {
 		for _, m := range mc.MirrorsOf(key.GVK, ref) {
 			if m.GetName() != key.Name || slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()}) {
 				continue

@@ -19,9 +19,10 @@ type Scope interface {
 	Recorder(c *clusters.Cluster) events.EventRecorder
 	// Plan resolves the targets of a source in cluster c.
 	Plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) Plan
-	// MirrorClusters lists the clusters where mirrors of sources of cluster
-	// c may exist and can be reached now.
-	MirrorClusters(c *clusters.Cluster) []*clusters.Cluster
+	// MirrorClusters lists the clusters where mirrors of sources of the
+	// cluster named source may exist: those that can be reached now, and
+	// the names of those that cannot.
+	MirrorClusters(source string) (reachable []*clusters.Cluster, unreachable []string)
 }
 
 // Target is one place a mirror goes.
@@ -78,8 +79,8 @@ func (s *LocalScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 }
 
 // MirrorClusters is the local cluster.
-func (s *LocalScope) MirrorClusters(c *clusters.Cluster) []*clusters.Cluster {
-	return []*clusters.Cluster{c}
+func (s *LocalScope) MirrorClusters(string) ([]*clusters.Cluster, []string) {
+	return []*clusters.Cluster{s.Local}, nil
 }
 
 // Namespaces lists the cached namespaces of c for target resolution.

@@ -22,7 +22,11 @@ func (r *Reconciler) getSourceMetadata(ctx context.Context, c *clusters.Cluster,
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	m.SetGroupVersionKind(key.GVK) // so that events refer to the source's kind
+	return m, nil
 }
 
 // getSource reads a whole source from the API server; nil when it does not exist.

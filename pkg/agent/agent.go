@@ -1,0 +1,234 @@
+// Package agent holds what the member agent and the hub share around the
+// mirroring pipeline: the flags common to both, the REST config, the
+// controller-runtime manager (metrics, probes, leader election) and the
+// controller that runs the pipeline's work queue.
+package agent
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
+)
+
+// Options are the settings both binaries share; each is a flag.
+type Options struct {
+	// RESTConfig, when set, is used instead of loading Kubeconfig (for
+	// programs that embed an agent). QPS and Burst are applied to a copy.
+	RESTConfig              *rest.Config
+	Kubeconfig              string
+	ClusterName             string
+	Namespace               string
+	ResourceTypes           []schema.GroupVersionKind
+	ExcludedNamespaces      []string
+	IncludedNamespaces      []string
+	MaxTargets              int
+	StripKeys               []string
+	Workers                 int
+	WriteParallelism        int
+	QPS                     float64
+	Burst                   int
+	ResyncPeriod            time.Duration
+	StatusAnnotation        bool
+	VerifySourceFreshness   bool
+	CallTimeout             time.Duration
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	MetricsBindAddress      string
+	HealthProbeBindAddress  string
+	PprofBindAddress        string
+	GracefulShutdownTimeout time.Duration
+}
+
+// DefaultResourceTypes are mirrored when --resource-types is not given.
+const DefaultResourceTypes = "Secret.v1,ConfigMap.v1"
+
+// BindFlags registers the shared options on fs, with defaults for the
+// binary named binary (fleetmirror-member or fleetmirror-hub), and returns a
+// function that finishes parsing once fs.Parse has run.
+func (o *Options) BindFlags(fs *flag.FlagSet, binary, defaultCluster string) func() error {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "fleetmirror-system"
+	}
+	var types, excluded, included, strip string
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, ~/.kube/config or the in-cluster service account.")
+	fs.StringVar(&o.ClusterName, "cluster-name", defaultCluster, "Name of this cluster in source references (fleetmirror.io/source = cluster/namespace/name); it must be the name the hub knows the cluster by.")
+	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the agent runs in (default $POD_NAMESPACE); it is excluded from targets.")
+	fs.StringVar(&types, "resource-types", DefaultResourceTypes, "Comma-separated kinds to mirror, as Kind.version[.group], e.g. Ingress.v1.networking.k8s.io.")
+	fs.StringVar(&excluded, "excluded-namespaces", strings.Join(targets.DefaultExcludedNamespaces, ","), "Comma-separated namespace globs never targeted (the agent's own namespace is always added).")
+	fs.StringVar(&included, "included-namespaces", "", "Comma-separated namespace globs; when set, only these namespaces are targeted.")
+	fs.IntVar(&o.MaxTargets, "max-targets", 100, "Most targets per source; the annotation fleetmirror.io/max-targets can only lower it.")
+	fs.StringVar(&strip, "strip-keys", strings.Join(desired.DefaultStrip, ","), "Comma-separated label and annotation key globs never copied onto mirrors.")
+	fs.IntVar(&o.Workers, "workers", 4, "Sources reconciled concurrently.")
+	fs.IntVar(&o.WriteParallelism, "write-parallelism", 16, "Concurrent mirror writes for one source.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", 200, "Client-side limit of API requests per second, per cluster.")
+	fs.IntVar(&o.Burst, "kube-api-burst", 400, "Client-side burst of API requests, per cluster.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", 10*time.Minute, "How often every source is reconciled again even without changes (0 disables).")
+	fs.BoolVar(&o.StatusAnnotation, "status-annotation", true, "Write the fleetmirror.io/status summary onto sources.")
+	fs.BoolVar(&o.VerifySourceFreshness, "verify-source-freshness", false, "Read each source from the API server before writing its mirrors, instead of trusting the cache.")
+	fs.DurationVar(&o.CallTimeout, "api-call-timeout", 30*time.Second, "Deadline of every write and read the pipeline sends to a cluster.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that several replicas can run with one active.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: --namespace); needed out of cluster.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", binary, "Name of the leader election Lease.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables them.")
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", "", "Address of the pprof endpoints; empty disables them.")
+	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
+	return func() error {
+		var err error
+		if o.ResourceTypes, err = ParseResourceTypes(types); err != nil {
+			return err
+		}
+		o.ExcludedNamespaces = append(SplitList(excluded), o.Namespace)
+		o.IncludedNamespaces = SplitList(included)
+		o.StripKeys = SplitList(strip)
+		if o.LeaderElectionNamespace == "" {
+			o.LeaderElectionNamespace = o.Namespace
+		}
+		if o.MaxTargets < 1 {
+			return fmt.Errorf("--max-targets must be at least 1, got %d", o.MaxTargets)
+		}
+		return nil
+	}
+}
+
+// ParseResourceTypes parses a comma-separated list of Kind.version[.group].
+func ParseResourceTypes(s string) ([]schema.GroupVersionKind, error) {
+	var out []schema.GroupVersionKind
+	for _, e := range SplitList(s) {
+		kind, rest, ok := strings.Cut(e, ".")
+		version, group, _ := strings.Cut(rest, ".")
+		if !ok || kind == "" || version == "" || kind[0] < 'A' || kind[0] > 'Z' {
+			return nil, fmt.Errorf("--resource-types: %q is not Kind.version[.group]", e)
+		}
+		out = append(out, schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--resource-types: no kind given")
+	}
+	return out, nil
+}
+
+// SplitList splits a comma-separated flag value, dropping empty entries.
+func SplitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Targets is the namespace policy of the options.
+func (o *Options) Targets() targets.Policy {
+	return targets.Policy{Included: o.IncludedNamespaces, Excluded: o.ExcludedNamespaces, MaxTargets: o.MaxTargets}
+}
+
+// Config returns the REST config of the agent's own cluster, rate limits applied.
+func (o *Options) Config() (*rest.Config, error) {
+	cfg := o.RESTConfig
+	if cfg == nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = o.Kubeconfig
+		var err error
+		if cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig(); err != nil {
+			return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		}
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
+	return cfg, nil
+}
+
+// NewManager returns a manager serving metrics and probes, electing a
+// leader when asked.
+func (o *Options) NewManager(cfg *rest.Config) (manager.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		PprofBindAddress:              o.PprofBindAddress,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &o.GracefulShutdownTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// AddController adds the pipeline's controller fed by events, and a
+// readiness check that fails until ready reports true.
+func (o *Options) AddController(mgr manager.Manager, r *fmcontroller.Reconciler, events *fmcontroller.Events, ready func() bool) error {
+	c, err := controller.NewTyped[fmcontroller.Key]("mirror", mgr, controller.TypedOptions[fmcontroller.Key]{
+		Reconciler:              r,
+		MaxConcurrentReconciles: o.Workers,
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Watch(events); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("caches", func(*http.Request) error {
+		if !ready() {
+			return fmt.Errorf("caches not synced")
+		}
+		return nil
+	})
+}
+
+// Runnable is a manager runnable that needs no leadership: watches run on
+// every replica, so that a new leader starts with warm caches.
+type Runnable func(ctx context.Context) error
+
+// Start runs the function.
+func (f Runnable) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection is false.
+func (f Runnable) NeedLeaderElection() bool { return false }
+
+// ReportMirrors keeps the mirrors gauge equal to the caches' counts until
+// ctx ends.
+func ReportMirrors(ctx context.Context, list func() []*clusters.Cluster) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		for _, c := range list() {
+			for _, gvk := range c.Watched() {
+				metrics.Mirrors.WithLabelValues(gvk.Kind, c.Name()).Set(float64(len(c.AllMirrors(gvk))))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

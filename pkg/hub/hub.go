@@ -1,0 +1,68 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetmirror/fleetmirror/pkg/agent"
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apply"
+	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+)
+
+// FieldManager names the hub's writes in managedFields.
+const FieldManager = "fleetmirror-hub"
+
+// Finalizer is held by the hub on sources that have remote mirrors.
+const Finalizer = annotations.Prefix + "hub-cleanup"
+
+// Run runs the hub until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	cfg, err := o.Config()
+	if err != nil {
+		return err
+	}
+	mgr, err := o.NewManager(cfg)
+	if err != nil {
+		return err
+	}
+	scope := &fleetScope{policy: o.Targets(), opts: &o}
+	r := &fmcontroller.Reconciler{
+		Scope:                       scope,
+		Applier:                     &apply.Applier{FieldManager: FieldManager, ManagedBy: annotations.ManagedByHub},
+		Build:                       desired.Options{ManagedBy: annotations.ManagedByHub, Strip: o.StripKeys},
+		Finalizer:                   Finalizer,
+		Remote:                      true,
+		CallTimeout:                 o.CallTimeout,
+		CleanupTimeout:              o.RemoteCleanupTimeout,
+		DeleteOrphansOfUnregistered: o.DeleteMirrorsOfUnregistered,
+		WriteStatus:                 o.StatusAnnotation,
+		VerifySourceFreshness:       o.VerifySourceFreshness,
+		Parallelism:                 o.WriteParallelism,
+	}
+	events := &fmcontroller.Events{Reconciler: r, CrossCluster: true}
+	registry, err := newRegistry(cfg, o, events, mgr.GetEventRecorder(FieldManager))
+	if err != nil {
+		return err
+	}
+	scope.registry = registry
+	events.Clusters = registry.Clusters
+	events.Required = nil // members join when they are up (Registry announces them)
+	if err := mgr.Add(registry); err != nil {
+		return err
+	}
+	if err := mgr.Add(agent.Runnable(func(ctx context.Context) error {
+		agent.ReportMirrors(ctx, registry.Clusters)
+		return nil
+	})); err != nil {
+		return err
+	}
+	if err := o.AddController(mgr, r, events, registry.Local().HasSynced); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("Starting hub", "cluster", o.ClusterName, "secretsNamespace", o.ClusterSecretsNamespace, "kinds", fmt.Sprint(o.ResourceTypes))
+	return mgr.Start(ctx)
+}

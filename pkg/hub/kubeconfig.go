@@ -1,0 +1,96 @@
+package hub
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	capisecret "sigs.k8s.io/cluster-api/util/secret"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+)
+
+// registration is what a kubeconfig Secret says about one cluster.
+type registration struct {
+	name   string
+	labels map[string]string
+	config *rest.Config
+	// hash identifies the kubeconfig, so a rotation is noticed at once.
+	hash string
+}
+
+// clusterName returns the cluster a Secret registers, and false when the
+// Secret is not a registration at all (Cluster API keeps other Secrets,
+// such as <cluster>-ca, under the same label).
+func clusterName(s *corev1.Secret) (string, bool) {
+	if name := s.Labels[annotations.LabelClusterName]; name != "" {
+		return name, true
+	}
+	name := s.Labels[clusterv1.ClusterNameLabel]
+	if name == "" || s.Name != capisecret.Name(name, capisecret.Kubeconfig) {
+		return "", false
+	}
+	return name, true
+}
+
+// parseRegistration validates a registration Secret. Errors are meant for
+// the Event on the Secret.
+func parseRegistration(s *corev1.Secret, allowPlugins bool) (*registration, error) {
+	name, _ := clusterName(s)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("cluster name %q is invalid: %s", name, strings.Join(errs, "; "))
+	}
+	if s.Labels[annotations.LabelClusterName] == "" && s.Type != clusterv1.ClusterSecretType {
+		return nil, fmt.Errorf("a Cluster API kubeconfig Secret must have type %s, not %q", clusterv1.ClusterSecretType, s.Type)
+	}
+	data := s.Data[capisecret.KubeconfigDataName]
+	if len(data) == 0 {
+		return nil, fmt.Errorf("data key %q with the kubeconfig is missing", capisecret.KubeconfigDataName)
+	}
+	kc, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig does not parse: %w", err)
+	}
+	if err := selfContained(kc, allowPlugins); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig is unusable: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return &registration{name: name, labels: s.Labels, config: cfg, hash: hex.EncodeToString(sum[:])}, nil
+}
+
+// selfContained refuses kubeconfigs that would make the hub run programs
+// (exec and auth-provider plugins) or read its own files.
+func selfContained(kc *clientcmdapi.Config, allowPlugins bool) error {
+	ctxName := kc.CurrentContext
+	ctx, ok := kc.Contexts[ctxName]
+	if !ok {
+		return fmt.Errorf("kubeconfig has no current context")
+	}
+	auth, ok := kc.AuthInfos[ctx.AuthInfo]
+	if !ok {
+		return fmt.Errorf("kubeconfig context %q names no user", ctxName)
+	}
+	if (auth.Exec != nil || auth.AuthProvider != nil) && !allowPlugins {
+		return fmt.Errorf("kubeconfig uses an exec or auth-provider plugin, which would run a program on the hub; use a token or client certificate (or start the hub with --allow-kubeconfig-plugins)")
+	}
+	if auth.TokenFile != "" || auth.ClientCertificate != "" || auth.ClientKey != "" {
+		return fmt.Errorf("kubeconfig refers to files on the hub; embed the credentials (token, client-certificate-data, client-key-data)")
+	}
+	if cl, ok := kc.Clusters[ctx.Cluster]; !ok {
+		return fmt.Errorf("kubeconfig context %q names no cluster", ctxName)
+	} else if cl.CertificateAuthority != "" {
+		return fmt.Errorf("kubeconfig refers to a CA file on the hub; embed certificate-authority-data")
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+package hub
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	clusterUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_hub_cluster_up",
+		Help: "1 when the hub reaches the registered cluster and its caches are synced, else 0.",
+	}, []string{"cluster"})
+	probeFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_hub_cluster_probe_failures_total",
+		Help: "Failed health probes of registered clusters.",
+	}, []string{"cluster"})
+	activeCaches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_hub_active_caches",
+		Help: "Kinds watched by the hub per cluster (each with a source and a mirror watch).",
+	}, []string{"cluster", "kind"})
+	registrationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_hub_registration_errors_total",
+		Help: "Kubeconfig Secrets refused, by reason (invalid, duplicate, plugin).",
+	}, []string{"reason"})
+	registeredClusters = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fleetmirror_hub_registered_clusters",
+		Help: "Clusters registered with the hub, its own included.",
+	})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(clusterUp, probeFailures, activeCaches, registrationErrors, registeredClusters)
+}
+
+func forgetClusterSeries(name string) {
+	clusterUp.DeleteLabelValues(name)
+	probeFailures.DeleteLabelValues(name)
+	activeCaches.DeletePartialMatch(prometheus.Labels{"cluster": name})
+}

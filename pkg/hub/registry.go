@@ -1,0 +1,398 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+)
+
+// Event reasons on registration Secrets.
+const (
+	ReasonClusterRegistered  = "ClusterRegistered"
+	ReasonInvalidKubeconfig  = "InvalidKubeconfig"
+	ReasonDuplicateCluster   = "DuplicateClusterName"
+	ReasonClusterUnreachable = "ClusterUnreachable"
+)
+
+// member is one cluster of the fleet as the hub keeps it.
+type member struct {
+	name    string
+	labels  atomic.Pointer[map[string]string] // the Secret's labels, for cluster selectors
+	hash    string
+	secret  string // namespace/name of the registration Secret; "" for the hub itself
+	cluster *clusters.Cluster
+	events  events.EventRecorder
+	// up is true while the cluster answers and its caches are synced.
+	up     atomic.Bool
+	cancel context.CancelFunc
+	done   chan struct{} // closed when every goroutine of the member ended
+}
+
+// Registry keeps the fleet: the hub's own cluster and one member per valid
+// registration Secret.
+type Registry struct {
+	opts      Options
+	hubConfig *rest.Config
+	handler   *fmcontroller.Events
+	recorder  events.EventRecorder // for registration Secrets, in the hub
+
+	mu      sync.RWMutex
+	members map[string]*member
+	local   *member
+
+	ctx     context.Context
+	trigger chan struct{}
+	secrets []cache.SharedIndexInformer
+}
+
+func newRegistry(hubConfig *rest.Config, o Options, handler *fmcontroller.Events, recorder events.EventRecorder) (*Registry, error) {
+	r := &Registry{opts: o, hubConfig: hubConfig, handler: handler, recorder: recorder,
+		members: map[string]*member{}, trigger: make(chan struct{}, 1)}
+	local, err := r.newMember(o.ClusterName, nil, "", "", hubConfig, recorder)
+	if err != nil {
+		return nil, err
+	}
+	r.local = local
+	r.members[local.name] = local
+
+	cs, err := kubernetes.NewForConfig(hubConfig)
+	if err != nil {
+		return nil, err
+	}
+	// Only labelled Secrets of one namespace are listed: never all Secrets.
+	for _, key := range []string{annotations.LabelClusterName, clusterv1.ClusterNameLabel} {
+		req, _ := labels.NewRequirement(key, selection.Exists, nil)
+		sel := labels.NewSelector().Add(*req).String()
+		inf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(o.ClusterSecretsNamespace),
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel })).Core().V1().Secrets().Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { r.poke() },
+			UpdateFunc: func(any, any) { r.poke() },
+			DeleteFunc: func(any) { r.poke() },
+		}); err != nil {
+			return nil, err
+		}
+		r.secrets = append(r.secrets, inf)
+	}
+	return r, nil
+}
+
+func (r *Registry) poke() {
+	select {
+	case r.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Local is the hub's own cluster.
+func (r *Registry) Local() *clusters.Cluster { return r.local.cluster }
+
+// Start runs the registration watches and the hub's own cluster until ctx
+// ends, then stops every member.
+func (r *Registry) Start(ctx context.Context) error {
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
+	r.startMember(ctx, r.local)
+	for _, inf := range r.secrets {
+		go inf.RunWithContext(ctx)
+	}
+	for _, inf := range r.secrets {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return nil
+		}
+	}
+	for {
+		r.sync(ctx)
+		select {
+		case <-ctx.Done():
+			r.mu.Lock()
+			all := make([]*member, 0, len(r.members))
+			for _, m := range r.members {
+				all = append(all, m)
+			}
+			r.mu.Unlock()
+			for _, m := range all {
+				r.stopMember(m)
+			}
+			return nil
+		case <-r.trigger:
+		}
+	}
+}
+
+// NeedLeaderElection is false: followers keep warm caches.
+func (r *Registry) NeedLeaderElection() bool { return false }
+
+// sync makes the members match the registration Secrets.
+func (r *Registry) sync(ctx context.Context) {
+	log := ctrl.LoggerFrom(ctx)
+	var secrets []*corev1.Secret
+	seen := map[string]bool{}
+	for _, inf := range r.secrets {
+		for _, o := range inf.GetStore().List() {
+			s := o.(*corev1.Secret)
+			if _, ok := clusterName(s); ok && !seen[s.Namespace+"/"+s.Name] {
+				seen[s.Namespace+"/"+s.Name] = true
+				secrets = append(secrets, s)
+			}
+		}
+	}
+	// The oldest Secret keeps a name claimed twice, whatever order the
+	// caches list them in.
+	sort.Slice(secrets, func(i, j int) bool {
+		a, b := secrets[i], secrets[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	want := map[string]*registration{}
+	wantSecret := map[string]*corev1.Secret{}
+	for _, s := range secrets {
+		reg, err := parseRegistration(s, r.opts.AllowKubeconfigPlugins)
+		name, _ := clusterName(s)
+		switch {
+		case err != nil:
+			r.refuse(s, ReasonInvalidKubeconfig, "invalid", err.Error())
+		case name == r.opts.ClusterName:
+			r.refuse(s, ReasonDuplicateCluster, "duplicate", fmt.Sprintf("cluster name %q is the hub's own name", name))
+		case want[name] != nil:
+			r.refuse(s, ReasonDuplicateCluster, "duplicate", fmt.Sprintf("cluster %q is already registered by Secret %s", name, wantSecret[name].Name))
+		default:
+			want[name], wantSecret[name] = reg, s
+		}
+	}
+
+	r.mu.RLock()
+	var stale []*member
+	for name, m := range r.members {
+		if m == r.local {
+			continue
+		}
+		if reg, ok := want[name]; !ok || reg.hash != m.hash {
+			stale = append(stale, m)
+		}
+	}
+	r.mu.RUnlock()
+	for _, m := range stale {
+		log.Info("Unregistering cluster", "cluster", m.name)
+		r.mu.Lock()
+		delete(r.members, m.name)
+		r.mu.Unlock()
+		r.stopMember(m)
+		if _, again := want[m.name]; !again {
+			metrics.ForgetCluster(m.name)
+			forgetClusterSeries(m.name)
+			r.handler.ClusterGone(m.name)
+		}
+	}
+	for name, reg := range want {
+		r.mu.RLock()
+		m, ok := r.members[name]
+		r.mu.RUnlock()
+		if ok {
+			m.labels.Store(&reg.labels) // labels may change without a reconnect
+			continue
+		}
+		s := wantSecret[name]
+		m, err := r.newMember(name, reg.labels, reg.hash, s.Namespace+"/"+s.Name, reg.config, nil)
+		if err != nil {
+			r.refuse(s, ReasonInvalidKubeconfig, "invalid", err.Error())
+			continue
+		}
+		log.Info("Registering cluster", "cluster", name, "secret", s.Name)
+		r.recorder.Eventf(s, nil, corev1.EventTypeNormal, ReasonClusterRegistered, "Register", "Cluster %s registered", name)
+		r.mu.Lock()
+		r.members[name] = m
+		r.mu.Unlock()
+		r.startMember(ctx, m)
+	}
+	registeredClusters.Set(float64(len(want) + 1))
+}
+
+func (r *Registry) refuse(s *corev1.Secret, reason, metric, msg string) {
+	registrationErrors.WithLabelValues(metric).Inc()
+	r.recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "Register", "%s", msg)
+}
+
+func (r *Registry) newMember(name string, lbls map[string]string, hash, secret string, cfg *rest.Config, recorder events.EventRecorder) (*member, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(r.opts.QPS), r.opts.Burst
+	c, err := clusters.New(cfg, clusters.Options{Name: name, ManagedBy: annotations.ManagedByHub, Resync: r.opts.ResyncPeriod, Handler: r.handler})
+	if err != nil {
+		return nil, err
+	}
+	m := &member{name: name, hash: hash, secret: secret, cluster: c, events: recorder, done: make(chan struct{})}
+	m.labels.Store(&lbls)
+	return m, nil
+}
+
+// startMember connects to a member in the background: it sets up its
+// watches (retrying while the cluster is unreachable), announces it once
+// synced, and probes its health until the member is stopped.
+func (r *Registry) startMember(parent context.Context, m *member) {
+	ctx, cancel := context.WithCancel(parent)
+	m.cancel = cancel
+	var broadcaster events.EventBroadcaster
+	if m.events == nil {
+		cs, err := kubernetes.NewForConfig(m.cluster.Config)
+		if err == nil {
+			broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+			broadcaster.StartRecordingToSink(ctx.Done())
+			m.events = broadcaster.NewRecorder(clientgoscheme.Scheme, "fleetmirror-hub")
+		}
+	}
+	go func() {
+		defer close(m.done)
+		defer func() {
+			if broadcaster != nil {
+				broadcaster.Shutdown()
+			}
+			m.cluster.Close()
+		}()
+		log := ctrl.LoggerFrom(ctx).WithValues("cluster", m.name)
+		// Discovery of the kinds needs the API server: retry until it answers.
+		_ = wait.PollUntilContextCancel(ctx, r.opts.ProbeInterval, true, func(ctx context.Context) (bool, error) {
+			for _, gvk := range r.opts.ResourceTypes {
+				if err := m.cluster.Watch(gvk); err != nil {
+					log.Info("Cluster not ready", "error", err.Error())
+					probeFailures.WithLabelValues(m.name).Inc()
+					clusterUp.WithLabelValues(m.name).Set(0)
+					return false, nil
+				}
+				activeCaches.WithLabelValues(m.name, gvk.Kind).Set(1)
+			}
+			return true, nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		m.cluster.Start(ctx)
+		r.probe(ctx, m)
+	}()
+}
+
+// probe keeps m.up current: the cluster answers a readiness request within
+// ProbeTimeout and its caches are synced. A cluster that comes back is
+// announced, so its sources and the sources targeting it are reconciled.
+func (r *Registry) probe(ctx context.Context, m *member) {
+	t := time.NewTicker(r.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		ok := m.cluster.HasSynced() && r.ping(ctx, m) == nil
+		if !ok {
+			probeFailures.WithLabelValues(m.name).Inc()
+		}
+		was := m.up.Swap(ok)
+		clusterUp.WithLabelValues(m.name).Set(boolFloat(ok))
+		if ok && !was {
+			ctrl.LoggerFrom(ctx).Info("Cluster is up", "cluster", m.name)
+			r.handler.Synced(m.cluster)
+		} else if !ok && was {
+			ctrl.LoggerFrom(ctx).Info("Cluster is unreachable", "cluster", m.name)
+		}
+		interval := r.opts.ProbeInterval
+		if !ok && !m.cluster.HasSynced() {
+			interval = min(interval, time.Second) // waiting for the first sync
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (r *Registry) ping(ctx context.Context, m *member) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)
+	defer cancel()
+	return m.cluster.Ping(ctx)
+}
+
+func (r *Registry) stopMember(m *member) {
+	if m.cancel != nil {
+		m.cancel()
+		<-m.done
+	}
+	m.up.Store(false)
+}
+
+// Cluster returns the cluster named name, or nil.
+func (r *Registry) Cluster(name string) *clusters.Cluster {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if m, ok := r.members[name]; ok {
+		return m.cluster
+	}
+	return nil
+}
+
+func (r *Registry) member(c *clusters.Cluster) *member {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if m, ok := r.members[c.Name()]; ok && m.cluster == c {
+		return m
+	}
+	return nil
+}
+
+// Clusters lists every cluster of the fleet, the hub's own first.
+func (r *Registry) Clusters() []*clusters.Cluster {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := []*clusters.Cluster{r.local.cluster}
+	for _, m := range r.sortedLocked() {
+		if m != r.local {
+			out = append(out, m.cluster)
+		}
+	}
+	return out
+}
+
+func (r *Registry) sortedLocked() []*member {
+	out := make([]*member, 0, len(r.members))
+	for _, m := range r.members {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b *member) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// snapshot lists the members sorted by name.
+func (r *Registry) snapshot() []*member {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.sortedLocked()
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,121 @@
+package hub
+
+import (
+	"cmp"
+	"fmt"
+	"path"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
+)
+
+// fleetScope is the hub's controller.Scope: sources in every cluster,
+// targets in every other cluster.
+type fleetScope struct {
+	registry *Registry
+	policy   targets.Policy
+	opts     *Options
+}
+
+var _ fmcontroller.Scope = (*fleetScope)(nil)
+
+func (s *fleetScope) Cluster(name string) *clusters.Cluster { return s.registry.Cluster(name) }
+
+func (s *fleetScope) Recorder(c *clusters.Cluster) events.EventRecorder {
+	if m := s.registry.member(c); m != nil && m.events != nil {
+		return m.events
+	}
+	return s.registry.recorder
+}
+
+// Plan resolves the CLUSTER/NS entries over the other clusters. The limit
+// counts targets over all clusters; the first in (cluster, namespace) order
+// win.
+func (s *fleetScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) fmcontroller.Plan {
+	p := fmcontroller.Plan{Relevant: len(req.Remote) > 0}
+	if !p.Relevant {
+		return p
+	}
+	if !allowed(s.opts.AllowedSourceClusters, c.Name()) || !allowed(s.opts.AllowedSourceNamespaces, src.GetNamespace()) {
+		p.Ignored = fmt.Sprintf("The hub does not mirror sources of cluster %s, namespace %s to other clusters (--allowed-source-clusters, --allowed-source-namespaces)",
+			c.Name(), src.GetNamespace())
+		return p
+	}
+	for _, m := range s.registry.snapshot() {
+		if m.cluster == c {
+			continue // the member agent serves the source's own cluster
+		}
+		var patterns []annotations.Pattern
+		for _, t := range req.Remote {
+			if t.Cluster.Match(m.name) {
+				patterns = append(patterns, t.Namespace)
+			}
+		}
+		if len(patterns) == 0 || req.ClusterSelector != nil && !req.ClusterSelector.Matches(labels.Set(*m.labels.Load())) {
+			continue
+		}
+		if !m.up.Load() {
+			p.Unreachable = append(p.Unreachable, m.name)
+			continue
+		}
+		p.Clusters++
+		res := targets.Resolve(patterns, "", fmcontroller.Namespaces(m.cluster), s.policy, 0)
+		for _, ns := range res.Namespaces {
+			p.Targets = append(p.Targets, fmcontroller.Target{Cluster: m.cluster, Namespace: ns})
+		}
+		p.Refused = append(p.Refused, qualify(m.name, res.Refused)...)
+		p.Missing = append(p.Missing, qualify(m.name, res.Missing)...)
+	}
+	slices.SortFunc(p.Targets, func(a, b fmcontroller.Target) int {
+		return cmp.Or(cmp.Compare(a.Cluster.Name(), b.Cluster.Name()), cmp.Compare(a.Namespace, b.Namespace))
+	})
+	if limit := s.policy.Limit(req.MaxTargets); limit > 0 && len(p.Targets) > limit {
+		for _, t := range p.Targets[limit:] {
+			p.Skipped = append(p.Skipped, t.Cluster.Name()+"/"+t.Namespace)
+		}
+		p.Targets = p.Targets[:limit:limit]
+	}
+	return p
+}
+
+// MirrorClusters are all clusters but the source's: the reachable ones, and
+// the names of the others.
+func (s *fleetScope) MirrorClusters(source string) (reachable []*clusters.Cluster, unreachable []string) {
+	for _, m := range s.registry.snapshot() {
+		switch {
+		case m.name == source:
+		case m.up.Load():
+			reachable = append(reachable, m.cluster)
+		default:
+			unreachable = append(unreachable, m.name)
+		}
+	}
+	return reachable, unreachable
+}
+
+func allowed(globs []string, name string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func qualify(cluster string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = cluster + "/" + n
+	}
+	return out
+}
