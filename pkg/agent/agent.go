@@ -185,10 +185,14 @@ func (o *Options) NewManager(cfg *rest.Config) (manager.Manager, error) {
 
 // AddController adds the pipeline's controller fed by events, and a
 // readiness check that fails until ready reports true.
-func (o *Options) AddController(mgr manager.Manager, r *fmcontroller.Reconciler, events *fmcontroller.Events, ready func() bool) error {
-	c, err := controller.NewTyped[fmcontroller.Key]("mirror", mgr, controller.TypedOptions[fmcontroller.Key]{
+func (o *Options) AddController(mgr manager.Manager, name string, r *fmcontroller.Reconciler, events *fmcontroller.Events, ready func() bool) error {
+	skip := true
+	c, err := controller.NewTyped[fmcontroller.Key](name, mgr, controller.TypedOptions[fmcontroller.Key]{
 		Reconciler:              r,
 		MaxConcurrentReconciles: o.Workers,
+		// Programs that embed agents (tests, the local fleet) run several
+		// managers in one process; names stay unique per binary.
+		SkipNameValidation: &skip,
 	})
 	if err != nil {
 		return err

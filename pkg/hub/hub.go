@@ -60,7 +60,7 @@ func Run(ctx context.Context, o Options) error {
 	})); err != nil {
 		return err
 	}
-	if err := o.AddController(mgr, r, events, registry.Local().HasSynced); err != nil {
+	if err := o.AddController(mgr, "hub", r, events, registry.Local().HasSynced); err != nil {
 		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Starting hub", "cluster", o.ClusterName, "secretsNamespace", o.ClusterSecretsNamespace, "kinds", fmt.Sprint(o.ResourceTypes))

@@ -67,7 +67,7 @@ func Run(ctx context.Context, o Options) error {
 	})); err != nil {
 		return err
 	}
-	if err := o.AddController(mgr, r, events, cluster.HasSynced); err != nil {
+	if err := o.AddController(mgr, "member", r, events, cluster.HasSynced); err != nil {
 		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Starting member agent", "cluster", o.ClusterName, "kinds", fmt.Sprint(o.ResourceTypes))
