@@ -21,6 +21,13 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/fleetmirror/envtest"
 dir="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION"
 mkdir -p "$dir"
 
+# Test packages run in parallel and each may call this script: one builds,
+# the others wait for it and then find the binaries.
+if command -v flock >/dev/null; then
+	exec 9>"$dir/.lock"
+	flock 9
+fi
+
 build() { # build <module dir> <package> <output name>
 	local out="$dir/$3"
 	[[ -x "$out" ]] && return 0

@@ -84,6 +84,14 @@ func (e *Events) Namespace(cluster string, _ *metav1.PartialObjectMetadata) {
 	}
 }
 
+// FleetChanged enqueues every source of every cluster: a target cluster
+// left or became unreachable, and their status must say so.
+func (e *Events) FleetChanged() {
+	for _, c := range e.Clusters() {
+		e.enqueueSources(c)
+	}
+}
+
 // ClusterGone enqueues the sources of every mirror that refers to a source
 // in the cluster named name, which left the fleet.
 func (e *Events) ClusterGone(name string) {

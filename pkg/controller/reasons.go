@@ -22,6 +22,6 @@ const (
 	ReasonSyncFailed = "SyncFailed"
 )
 
-// ReasonClusterUnreachable: a target cluster cannot be reached; its mirrors
-// are written or removed when it is back.
+// ReasonClusterUnreachable says a target cluster cannot be reached; its
+// mirrors are written or removed when it is back.
 const ReasonClusterUnreachable = "ClusterUnreachable"

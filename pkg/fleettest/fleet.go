@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,9 +63,21 @@ func newCluster(name, assets string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	apiServerPath, err := orphanGuard(certDir, filepath.Join(assets, "kube-apiserver"))
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(certDir))
+	}
+	etcdPath, err := orphanGuard(certDir, filepath.Join(assets, "etcd"))
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(certDir))
+	}
 	env := &envtest.Environment{
 		Scheme:                clientgoscheme.Scheme,
 		BinaryAssetsDirectory: assets,
+		ControlPlane: envtest.ControlPlane{
+			APIServer: &envtest.APIServer{Path: apiServerPath},
+			Etcd:      &envtest.Etcd{Path: etcdPath},
+		},
 	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		env.ControlPlaneStartTimeout = startTimeout
@@ -76,6 +91,31 @@ func newCluster(name, assets string) (*Cluster, error) {
 	// an address to advertise; it serves on loopback anyway.
 	api.Configure().Set("advertise-address", "127.0.0.1")
 	return &Cluster{Name: name, Env: env, certDir: certDir}, nil
+}
+
+// orphanGuard returns a command that runs bin and is killed when this
+// process dies, however it dies. A test binary stopped by -timeout or a
+// signal never reaches Fleet.Stop, and envtest starts its processes in
+// process groups of their own, out of reach of a terminal's Ctrl-C: without
+// this, every such run would leave API servers and etcds behind. On Linux,
+// util-linux's setpriv sets the parent-death signal and execs bin, so the
+// process is bin itself. Elsewhere, or without setpriv, bin is returned.
+func orphanGuard(dir, bin string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if runtime.GOOS != "linux" || err != nil {
+		return bin, nil
+	}
+	script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", shellQuote(setpriv), shellQuote(bin))
+	path := filepath.Join(dir, filepath.Base(bin))
+	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // start brings the control plane up and builds the admin client.

@@ -210,6 +210,7 @@ func (r *Registry) sync(ctx context.Context) {
 			forgetClusterSeries(m.name)
 			r.handler.ClusterGone(m.name)
 		}
+		r.handler.FleetChanged() // sources that targeted it must say so
 	}
 	for name, reg := range want {
 		r.mu.RLock()
@@ -315,6 +316,7 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 			r.handler.Synced(m.cluster)
 		} else if !ok && was {
 			ctrl.LoggerFrom(ctx).Info("Cluster is unreachable", "cluster", m.name)
+			r.handler.FleetChanged()
 		}
 		interval := r.opts.ProbeInterval
 		if !ok && !m.cluster.HasSynced() {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -33,6 +35,8 @@ var (
 	fleet            *fleettest.Fleet
 	hubC, memA, memB *fleettest.Cluster
 	hubAgent         *running
+	// partA cuts the hub off member-a.
+	partA *partition
 )
 
 func TestMain(m *testing.M) {
@@ -78,10 +82,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// registerA registers member-a in the Cluster API form.
+// registerA registers member-a in the Cluster API form, reached through partA.
 func registerA() error {
 	kc, err := memA.Kubeconfig()
 	if err != nil {
+		return err
+	}
+	if partA == nil {
+		u, err := url.Parse(memA.Config.Host)
+		if err != nil {
+			return err
+		}
+		if partA, err = newPartition(u.Host); err != nil {
+			return err
+		}
+	}
+	if kc, err = partA.through(kc); err != nil {
 		return err
 	}
 	return fleettest.RegisterCAPI(context.Background(), hubC.Client, secretsNS, memA, kc)
@@ -232,3 +248,7 @@ func eventMessages(c *fleettest.Cluster, ns, name, reason string) []string {
 	}
 	return out
 }
+
+func objKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
+
+var clientcmdapiExecConfig = clientcmdapi.ExecConfig{Command: "/bin/true", APIVersion: "client.authentication.k8s.io/v1"}
