@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,10 +58,14 @@ type Options struct {
 	HealthProbeBindAddress  string
 	PprofBindAddress        string
 	GracefulShutdownTimeout time.Duration
+	// Kind watches (see clusters.KindOptions).
+	LazyWatchers        bool
+	LazyProbeInterval   time.Duration
+	DiscoveryInterval   time.Duration
+	WatchIdleTimeout    time.Duration
+	DenyKinds           []schema.GroupKind
+	AllowPrivilegeKinds bool
 }
-
-// DefaultResourceTypes are mirrored when --resource-types is not given.
-const DefaultResourceTypes = "Secret.v1,ConfigMap.v1"
 
 // BindFlags registers the shared options on fs, with defaults for the
 // binary named binary (fleetmirror-member or fleetmirror-hub), and returns a
@@ -74,7 +79,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet, binary, defaultCluster string) fun
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, ~/.kube/config or the in-cluster service account.")
 	fs.StringVar(&o.ClusterName, "cluster-name", defaultCluster, "Name of this cluster in source references (fleetmirror.io/source = cluster/namespace/name); it must be the name the hub knows the cluster by.")
 	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the agent runs in (default $POD_NAMESPACE); it is excluded from targets.")
-	fs.StringVar(&types, "resource-types", DefaultResourceTypes, "Comma-separated kinds to mirror, as Kind.version[.group], e.g. Ingress.v1.networking.k8s.io.")
+	fs.StringVar(&types, "resource-types", "", "Comma-separated kinds to mirror, as Kind.version[.group], e.g. Secret.v1,ConfigMap.v1,Ingress.v1.networking.k8s.io. Empty: every namespaced kind that supports get/list/watch/create/update/patch/delete, minus the deny list, discovered again every --discovery-interval.")
+	var deny string
+	fs.BoolVar(&o.LazyWatchers, "lazy-watchers", true, "Watch a kind only while a source or mirror of it exists, found by label-selected LISTs with limit=1 every --lazy-probe-interval.")
+	fs.DurationVar(&o.LazyProbeInterval, "lazy-probe-interval", 10*time.Second, "How often kinds not watched are probed for sources (also the delay before a source of a kind not yet watched is seen).")
+	fs.DurationVar(&o.DiscoveryInterval, "discovery-interval", 5*time.Minute, "How often kinds are discovered again when --resource-types is empty (new CRDs are picked up, removed ones stop).")
+	fs.DurationVar(&o.WatchIdleTimeout, "watch-idle-timeout", time.Minute, "How long a lazily watched kind stays watched after its last source and mirror are gone.")
+	fs.StringVar(&deny, "deny-kinds", "", "Comma-separated extra kinds never discovered, as Kind[.group] (added to the built-in deny list of Pods, Events, Endpoints, Leases, RBAC and the like).")
+	fs.BoolVar(&o.AllowPrivilegeKinds, "allow-privilege-kinds", false, "DANGEROUS: allow mirroring Role, RoleBinding and ServiceAccount. Whoever can annotate a source would hand out the privileges they carry in every target namespace.")
 	fs.StringVar(&excluded, "excluded-namespaces", strings.Join(targets.DefaultExcludedNamespaces, ","), "Comma-separated namespace globs never targeted (the agent's own namespace is always added).")
 	fs.StringVar(&included, "included-namespaces", "", "Comma-separated namespace globs; when set, only these namespaces are targeted.")
 	fs.IntVar(&o.MaxTargets, "max-targets", 100, "Most targets per source; the annotation fleetmirror.io/max-targets can only lower it.")
@@ -96,8 +108,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet, binary, defaultCluster string) fun
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
 	return func() error {
 		var err error
-		if o.ResourceTypes, err = ParseResourceTypes(types); err != nil {
+		if types != "" {
+			if o.ResourceTypes, err = ParseResourceTypes(types); err != nil {
+				return err
+			}
+		}
+		if o.DenyKinds, err = parseGroupKinds(deny); err != nil {
 			return err
+		}
+		if !o.AllowPrivilegeKinds {
+			for _, gvk := range o.ResourceTypes {
+				if slices.Contains(clusters.PrivilegeKinds, gvk.GroupKind()) {
+					return fmt.Errorf("--resource-types: %s hands out privileges; mirroring it needs --allow-privilege-kinds", gvk.Kind)
+				}
+			}
 		}
 		o.ExcludedNamespaces = append(SplitList(excluded), o.Namespace)
 		o.IncludedNamespaces = SplitList(included)
@@ -127,6 +151,36 @@ func ParseResourceTypes(s string) ([]schema.GroupVersionKind, error) {
 		return nil, fmt.Errorf("--resource-types: no kind given")
 	}
 	return out, nil
+}
+
+func parseGroupKinds(s string) ([]schema.GroupKind, error) {
+	var out []schema.GroupKind
+	for _, e := range SplitList(s) {
+		kind, group, _ := strings.Cut(e, ".")
+		if kind == "" || kind[0] < 'A' || kind[0] > 'Z' {
+			return nil, fmt.Errorf("--deny-kinds: %q is not Kind[.group]", e)
+		}
+		out = append(out, schema.GroupKind{Group: group, Kind: kind})
+	}
+	return out, nil
+}
+
+// Kinds returns the kind policy of the options for writer managedBy.
+func (o *Options) Kinds(managedBy string, synced func(*clusters.Cluster, schema.GroupVersionKind)) *clusters.Kinds {
+	deny := append(slices.Clone(clusters.DeniedKinds), o.DenyKinds...)
+	if o.AllowPrivilegeKinds {
+		deny = slices.DeleteFunc(deny, func(gk schema.GroupKind) bool { return slices.Contains(clusters.PrivilegeKinds, gk) })
+	}
+	return clusters.NewKinds(clusters.KindOptions{
+		Explicit:          o.ResourceTypes,
+		Deny:              deny,
+		Lazy:              o.LazyWatchers,
+		ProbeInterval:     o.LazyProbeInterval,
+		DiscoveryInterval: o.DiscoveryInterval,
+		IdleTimeout:       o.WatchIdleTimeout,
+		ManagedBy:         managedBy,
+		Synced:            synced,
+	})
 }
 
 // SplitList splits a comma-separated flag value, dropping empty entries.

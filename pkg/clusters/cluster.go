@@ -72,6 +72,7 @@ type Cluster struct {
 
 	namespaces cache.SharedIndexInformer
 	httpClient *http.Client
+	disco      discovery.DiscoveryInterface
 	raw        rest.Interface
 
 	mu    sync.Mutex
@@ -148,6 +149,7 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		Dynamic:  dyn,
 		Metadata: md,
 		Mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		disco:    disco,
 		kinds:    map[schema.GroupVersionKind]*kindWatch{},
 	}
 	c.namespaces = metadatainformer.NewFilteredMetadataInformer(md, namespacesGVR, "", opts.Resync, cache.Indexers{}, nil).Informer()
@@ -284,6 +286,9 @@ func (c *Cluster) HasSynced() bool {
 	}
 	return true
 }
+
+// NamespacesSynced reports whether the namespace watch has its initial list.
+func (c *Cluster) NamespacesSynced() bool { return c.namespaces.HasSynced() }
 
 // WaitForSync blocks until HasSynced or ctx ends.
 func (c *Cluster) WaitForSync(ctx context.Context) bool {
@@ -454,4 +459,14 @@ func (c *Cluster) Resource(gvk schema.GroupVersionKind, namespace string) (dynam
 		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
 	}
 	return c.Dynamic.Resource(mapping.Resource).Namespace(namespace), nil
+}
+
+// KindSynced reports whether gvk is watched in c and, if so, whether its
+// watches have their initial lists.
+func (c *Cluster) KindSynced(gvk schema.GroupVersionKind) (synced, watched bool) {
+	w := c.kind(gvk)
+	if w == nil {
+		return false, false
+	}
+	return w.sources.HasSynced() && w.mirrors.HasSynced(), true
 }

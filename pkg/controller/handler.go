@@ -84,6 +84,22 @@ func (e *Events) Namespace(cluster string, _ *metav1.PartialObjectMetadata) {
 	}
 }
 
+// KindSynced is called when the watches of a kind newly watched in c have
+// synced: its sources, the sources of its mirrors, and for the hub the
+// sources of that kind elsewhere (c is a new target) are looked at.
+func (e *Events) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
+	for _, other := range e.Clusters() {
+		if other == c || e.CrossCluster {
+			for _, s := range other.Sources(gvk) {
+				e.add(Key{Cluster: other.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
+			}
+		}
+	}
+	for _, m := range c.AllMirrors(gvk) {
+		e.enqueueSourceOf(gvk, m)
+	}
+}
+
 // FleetChanged enqueues every source of every cluster: a target cluster
 // left or became unreachable, and their status must say so.
 func (e *Events) FleetChanged() {

@@ -247,7 +247,8 @@ func TestMemberAndHubSideBySide(t *testing.T) {
 func startMember(t *testing.T, c *fleettest.Cluster) func() {
 	t.Helper()
 	o, err := member.ParseOptions("--cluster-name="+c.Name, "--namespace="+secretsNS,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--resync-period=0")
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--resync-period=0",
+		"--resource-types=Secret.v1,ConfigMap.v1", "--lazy-probe-interval=300ms")
 	if err != nil {
 		t.Fatal(err)
 	}

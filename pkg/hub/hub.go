@@ -9,6 +9,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 )
@@ -54,7 +55,12 @@ func Run(ctx context.Context, o Options) error {
 	if err := mgr.Add(registry); err != nil {
 		return err
 	}
+	kinds := o.Kinds(annotations.ManagedByHub, events.KindSynced)
 	if err := mgr.Add(agent.Runnable(func(ctx context.Context) error {
+		go kinds.Run(ctx, func() []*clusters.Cluster {
+			registry.reportCaches()
+			return registry.Started()
+		})
 		agent.ReportMirrors(ctx, registry.Clusters)
 		return nil
 	})); err != nil {

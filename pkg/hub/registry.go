@@ -47,9 +47,11 @@ type member struct {
 	cluster *clusters.Cluster
 	events  events.EventRecorder
 	// up is true while the cluster answers and its caches are synced.
-	up     atomic.Bool
-	cancel context.CancelFunc
-	done   chan struct{} // closed when every goroutine of the member ended
+	up atomic.Bool
+	// started is true once the cluster's watches run.
+	started atomic.Bool
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when every goroutine of the member ended
 }
 
 // Registry keeps the fleet: the hub's own cluster and one member per valid
@@ -277,16 +279,14 @@ func (r *Registry) startMember(parent context.Context, m *member) {
 			m.cluster.Close()
 		}()
 		log := ctrl.LoggerFrom(ctx).WithValues("cluster", m.name)
-		// Discovery of the kinds needs the API server: retry until it answers.
+		// Wait until the API server answers; the kind watches are added by
+		// the hub's Kinds once the cluster is listed as started.
 		_ = wait.PollUntilContextCancel(ctx, r.opts.ProbeInterval, true, func(ctx context.Context) (bool, error) {
-			for _, gvk := range r.opts.ResourceTypes {
-				if err := m.cluster.Watch(gvk); err != nil {
-					log.Info("Cluster not ready", "error", err.Error())
-					probeFailures.WithLabelValues(m.name).Inc()
-					clusterUp.WithLabelValues(m.name).Set(0)
-					return false, nil
-				}
-				activeCaches.WithLabelValues(m.name, gvk.Kind).Set(1)
+			if err := r.ping(ctx, m); err != nil {
+				log.Info("Cluster not ready", "error", err.Error())
+				probeFailures.WithLabelValues(m.name).Inc()
+				clusterUp.WithLabelValues(m.name).Set(0)
+				return false, nil
 			}
 			return true, nil
 		})
@@ -294,6 +294,7 @@ func (r *Registry) startMember(parent context.Context, m *member) {
 			return
 		}
 		m.cluster.Start(ctx)
+		m.started.Store(true)
 		r.probe(ctx, m)
 	}()
 }
@@ -305,7 +306,7 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 	t := time.NewTicker(r.opts.ProbeInterval)
 	defer t.Stop()
 	for {
-		ok := m.cluster.HasSynced() && r.ping(ctx, m) == nil
+		ok := m.cluster.NamespacesSynced() && r.ping(ctx, m) == nil
 		if !ok {
 			probeFailures.WithLabelValues(m.name).Inc()
 		}
@@ -319,7 +320,7 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 			r.handler.FleetChanged()
 		}
 		interval := r.opts.ProbeInterval
-		if !ok && !m.cluster.HasSynced() {
+		if !ok && !m.cluster.NamespacesSynced() {
 			interval = min(interval, time.Second) // waiting for the first sync
 		}
 		select {
@@ -383,6 +384,27 @@ func (r *Registry) sortedLocked() []*member {
 	}
 	slices.SortFunc(out, func(a, b *member) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// Started lists the clusters whose watches run, for the kind watches.
+func (r *Registry) Started() []*clusters.Cluster {
+	var out []*clusters.Cluster
+	for _, m := range r.snapshot() {
+		if m.started.Load() {
+			out = append(out, m.cluster)
+		}
+	}
+	return out
+}
+
+// reportCaches keeps fleetmirror_hub_active_caches equal to the kinds watched.
+func (r *Registry) reportCaches() {
+	activeCaches.Reset()
+	for _, m := range r.snapshot() {
+		for _, gvk := range m.cluster.Watched() {
+			activeCaches.WithLabelValues(m.name, gvk.Kind).Set(1)
+		}
+	}
 }
 
 // snapshot lists the members sorted by name.

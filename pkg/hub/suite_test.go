@@ -130,6 +130,8 @@ func startHub(extraArgs ...string) *running {
 		"--cluster-probe-timeout=2s",
 		"--api-call-timeout=5s",
 		"--remote-cleanup-timeout=3s",
+		"--resource-types=Secret.v1,ConfigMap.v1",
+		"--lazy-probe-interval=300ms",
 	}, extraArgs...)
 	o, err := hub.ParseOptions(args...)
 	if err != nil {

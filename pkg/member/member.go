@@ -54,13 +54,10 @@ func Run(ctx context.Context, o Options) error {
 	list := func() []*clusters.Cluster { return []*clusters.Cluster{cluster} }
 	events.Clusters = list
 	events.Required = list()
-	for _, gvk := range o.ResourceTypes {
-		if err := cluster.Watch(gvk); err != nil {
-			return err
-		}
-	}
+	kinds := o.Kinds(annotations.ManagedByMember, events.KindSynced)
 	if err := mgr.Add(agent.Runnable(func(ctx context.Context) error {
 		cluster.Start(ctx)
+		go kinds.Run(ctx, list)
 		go agent.ReportMirrors(ctx, list)
 		<-ctx.Done()
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -80,15 +81,37 @@ type runningAgent struct {
 
 // requestLog records method and URL of every request of one agent.
 type requestLog struct {
-	mu   sync.Mutex
-	reqs []string
-	n    atomic.Int64
+	mu      sync.Mutex
+	reqs    []string
+	details []request
+	n       atomic.Int64
 }
 
-func (l *requestLog) add(r *http.Request) {
+// request is one recorded request with what the log lines leave out.
+type request struct {
+	Method string
+	URL    *url.URL
+	Accept string
+	// Status is the response's status code, 0 when no response came.
+	Status int
+}
+
+func (l *requestLog) add(r *http.Request, resp *http.Response) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reqs = append(l.reqs, r.Method+" "+r.URL.RequestURI())
+	d := request{Method: r.Method, URL: r.URL, Accept: r.Header.Get("Accept")}
+	if resp != nil {
+		d.Status = resp.StatusCode
+	}
+	l.details = append(l.details, d)
+}
+
+// detailed returns every request with its Accept header and status.
+func (l *requestLog) detailed() []request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]request(nil), l.details...)
 }
 
 func (l *requestLog) all() []string {
@@ -114,8 +137,9 @@ type recordingTransport struct {
 }
 
 func (t *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.log.add(r)
-	return t.next.RoundTrip(r)
+	resp, err := t.next.RoundTrip(r)
+	t.log.add(r, resp)
+	return resp, err
 }
 
 // startAgent runs a member agent against the test cluster with extra flags.
@@ -127,6 +151,8 @@ func startAgent(extraArgs ...string) *runningAgent {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:0",
 		"--resync-period=0",
+		"--resource-types=Secret.v1,ConfigMap.v1",
+		"--lazy-probe-interval=200ms",
 	}, extraArgs...)
 	o, err := member.ParseOptions(args...)
 	if err != nil {

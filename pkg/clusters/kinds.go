@@ -1,0 +1,290 @@
+package clusters
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+)
+
+// DeniedKinds are never discovered for mirroring: copies of them are
+// meaningless (Pods, Events, Endpoints, Leases, controller bookkeeping),
+// harmful (PersistentVolumeClaims claim storage), or hand out privileges
+// (Roles, RoleBindings, ServiceAccounts) to whoever can annotate a source.
+var DeniedKinds = []schema.GroupKind{
+	{Kind: "Pod"}, {Kind: "Event"}, {Group: "events.k8s.io", Kind: "Event"},
+	{Kind: "Endpoints"}, {Group: "discovery.k8s.io", Kind: "EndpointSlice"},
+	{Group: "coordination.k8s.io", Kind: "Lease"},
+	{Group: "apps", Kind: "ControllerRevision"}, {Group: "apps", Kind: "ReplicaSet"},
+	{Kind: "PodTemplate"}, {Kind: "PersistentVolumeClaim"},
+	{Group: "rbac.authorization.k8s.io", Kind: "Role"}, {Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"},
+	{Kind: "ServiceAccount"},
+}
+
+// PrivilegeKinds can only be mirrored with an explicit, dangerous opt-in.
+var PrivilegeKinds = []schema.GroupKind{
+	{Group: "rbac.authorization.k8s.io", Kind: "Role"}, {Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"},
+	{Kind: "ServiceAccount"},
+}
+
+// requiredVerbs are what mirroring a kind needs.
+var requiredVerbs = sets.New("get", "list", "watch", "create", "update", "patch", "delete")
+
+// KindOptions say which kinds are watched, in every cluster alike.
+type KindOptions struct {
+	// Explicit kinds to mirror; empty means discover them.
+	Explicit []schema.GroupVersionKind
+	// Deny lists kinds never discovered.
+	Deny []schema.GroupKind
+	// Lazy watches a kind only while a source or one of our mirrors of it
+	// exists somewhere, found by label-selected LISTs with limit=1.
+	Lazy bool
+	// ProbeInterval is how often lazy kinds are probed.
+	ProbeInterval time.Duration
+	// DiscoveryInterval is how often kinds are discovered again.
+	DiscoveryInterval time.Duration
+	// IdleTimeout is how long a lazily watched kind stays watched after its
+	// last source and mirror are gone.
+	IdleTimeout time.Duration
+	// ManagedBy selects our mirrors in probes.
+	ManagedBy string
+	// Synced is called once the watches of a kind newly watched in a
+	// cluster have synced.
+	Synced func(c *Cluster, gvk schema.GroupVersionKind)
+}
+
+// Kinds starts and stops the kind watches of a set of clusters. A kind is
+// needed fleet-wide: when any cluster has a source or a mirror of it, it is
+// watched in every cluster (the hub needs mirror caches wherever sources
+// may reach).
+type Kinds struct {
+	opts KindOptions
+
+	mu           sync.Mutex
+	discovered   map[string][]schema.GroupVersionKind // per cluster
+	discoveredAt map[string]time.Time
+	idleSince    map[schema.GroupVersionKind]time.Time
+	needed       map[schema.GroupVersionKind]bool
+}
+
+// NewKinds returns a Kinds; Run drives it.
+func NewKinds(o KindOptions) *Kinds {
+	return &Kinds{opts: o, discovered: map[string][]schema.GroupVersionKind{}, discoveredAt: map[string]time.Time{},
+		idleSince: map[schema.GroupVersionKind]time.Time{}, needed: map[schema.GroupVersionKind]bool{}}
+}
+
+// Needed lists the kinds watched now, sorted.
+func (k *Kinds) Needed() []schema.GroupVersionKind {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]schema.GroupVersionKind, 0, len(k.needed))
+	for gvk, ok := range k.needed {
+		if ok {
+			out = append(out, gvk)
+		}
+	}
+	slices.SortFunc(out, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// Run adjusts the watches of the clusters listed by clusters every
+// ProbeInterval until ctx ends.
+func (k *Kinds) Run(ctx context.Context, clusters func() []*Cluster) {
+	t := time.NewTicker(k.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		k.Step(ctx, clusters())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Step makes one pass: discover, probe, watch what is needed and unwatch
+// what is not.
+func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
+	log := ctrl.LoggerFrom(ctx)
+	candidates := map[*Cluster][]schema.GroupVersionKind{}
+	all := sets.New[schema.GroupVersionKind]()
+	for _, c := range cs {
+		kinds, err := k.candidates(ctx, c)
+		if err != nil {
+			log.V(1).Info("Discovery failed", "cluster", c.Name(), "error", err.Error())
+			kinds = c.Watched() // keep what runs; an unreachable cluster changes nothing
+		}
+		candidates[c] = kinds
+		all.Insert(kinds...)
+	}
+	for gvk := range all {
+		needed := !k.opts.Lazy || k.inUse(ctx, cs, gvk)
+		k.mu.Lock()
+		switch {
+		case needed:
+			delete(k.idleSince, gvk)
+		case k.needed[gvk]:
+			since, ok := k.idleSince[gvk]
+			if !ok {
+				since = time.Now()
+				k.idleSince[gvk] = since
+			}
+			needed = time.Since(since) < k.opts.IdleTimeout
+		}
+		k.needed[gvk] = needed
+		k.mu.Unlock()
+	}
+	for _, c := range cs {
+		for _, gvk := range c.Watched() {
+			k.mu.Lock()
+			keep := k.needed[gvk] && slices.Contains(candidates[c], gvk)
+			k.mu.Unlock()
+			if !keep {
+				log.Info("Stopping watches of kind", "cluster", c.Name(), "gvk", gvk.String())
+				c.Unwatch(gvk)
+			}
+		}
+		for _, gvk := range candidates[c] {
+			k.mu.Lock()
+			need := k.needed[gvk]
+			k.mu.Unlock()
+			if !need || slices.Contains(c.Watched(), gvk) {
+				continue
+			}
+			if err := c.Watch(gvk); err != nil {
+				log.Info("Cannot watch kind", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
+				continue
+			}
+			log.Info("Watching kind", "cluster", c.Name(), "gvk", gvk.String())
+			go k.announce(ctx, c, gvk)
+		}
+	}
+	k.mu.Lock()
+	for gvk := range k.needed {
+		if !all.Has(gvk) {
+			delete(k.needed, gvk)
+			delete(k.idleSince, gvk)
+		}
+	}
+	k.mu.Unlock()
+}
+
+// announce calls Synced once the kind's watches in c have synced.
+func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind) {
+	if k.opts.Synced == nil {
+		return
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		synced, watched := c.KindSynced(gvk)
+		if !watched {
+			return
+		}
+		if synced {
+			k.opts.Synced(c, gvk)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// inUse reports whether any cluster has a source or one of our mirrors of
+// gvk: from the caches where it is watched, else by a LIST with limit=1.
+func (k *Kinds) inUse(ctx context.Context, cs []*Cluster, gvk schema.GroupVersionKind) bool {
+	for _, c := range cs {
+		if synced, watched := c.KindSynced(gvk); watched && synced {
+			if len(c.Sources(gvk)) > 0 || len(c.AllMirrors(gvk)) > 0 {
+				return true
+			}
+			continue
+		}
+		for _, sel := range []string{
+			annotations.LabelEnabled + "=true,!" + annotations.LabelMirror,
+			annotations.LabelMirror + "=true," + annotations.LabelManagedBy + "=" + k.opts.ManagedBy,
+		} {
+			if found, err := c.probe(ctx, gvk, sel); err != nil || found {
+				// An error (cluster unreachable) counts as in use: never drop
+				// a watch for want of an answer.
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *Cluster) probe(ctx context.Context, gvk schema.GroupVersionKind, selector string) (bool, error) {
+	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	list, err := c.Metadata.Resource(mapping.Resource).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(list.Items) > 0, nil
+}
+
+// candidates are the kinds that may be watched in c: the explicit ones, or
+// those discovered (again every DiscoveryInterval).
+func (k *Kinds) candidates(ctx context.Context, c *Cluster) ([]schema.GroupVersionKind, error) {
+	if len(k.opts.Explicit) > 0 {
+		return k.opts.Explicit, nil
+	}
+	k.mu.Lock()
+	kinds, fresh := k.discovered[c.Name()], time.Since(k.discoveredAt[c.Name()]) < k.opts.DiscoveryInterval
+	k.mu.Unlock()
+	if fresh {
+		return kinds, nil
+	}
+	kinds, err := Discover(c.disco, k.opts.Deny)
+	if err != nil {
+		return nil, err
+	}
+	c.Mapper.Reset() // CRDs may have come or gone
+	k.mu.Lock()
+	k.discovered[c.Name()], k.discoveredAt[c.Name()] = kinds, time.Now()
+	k.mu.Unlock()
+	return kinds, nil
+}
+
+// Discover lists the namespaced kinds (preferred versions) that support
+// every verb mirroring needs, minus deny.
+func Discover(d discovery.DiscoveryInterface, deny []schema.GroupKind) ([]schema.GroupVersionKind, error) {
+	lists, err := discovery.ServerPreferredNamespacedResources(d)
+	if err != nil && len(lists) == 0 {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	var out []schema.GroupVersionKind
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			gvk := gv.WithKind(r.Kind)
+			if strings.Contains(r.Name, "/") || !sets.New(r.Verbs...).IsSuperset(requiredVerbs) || slices.Contains(deny, gvk.GroupKind()) {
+				continue
+			}
+			out = append(out, gvk)
+		}
+	}
+	slices.SortFunc(out, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
+}
