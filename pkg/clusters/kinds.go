@@ -15,6 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DeniedKinds are never discovered for mirroring: copies of them are
@@ -106,6 +108,9 @@ func (k *Kinds) Run(ctx context.Context, clusters func() []*Cluster) {
 		k.Step(ctx, clusters())
 		select {
 		case <-ctx.Done():
+			for _, c := range clusters() {
+				metrics.WatchedKinds.DeletePartialMatch(prometheus.Labels{"cluster": c.Name()})
+			}
 			return
 		case <-t.C:
 		}
@@ -152,6 +157,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 			if !keep {
 				log.Info("Stopping watches of kind", "cluster", c.Name(), "gvk", gvk.String())
 				c.Unwatch(gvk)
+				metrics.WatchedKinds.DeleteLabelValues(c.Name(), kindLabel(gvk))
 			}
 		}
 		for _, gvk := range candidates[c] {
@@ -166,6 +172,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 				continue
 			}
 			log.Info("Watching kind", "cluster", c.Name(), "gvk", gvk.String())
+			metrics.WatchedKinds.WithLabelValues(c.Name(), kindLabel(gvk)).Set(1)
 			go k.announce(ctx, c, gvk)
 		}
 	}
@@ -177,6 +184,14 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 		}
 	}
 	k.mu.Unlock()
+}
+
+// kindLabel is the kind label of metrics: Kind.version.group, like --resource-types.
+func kindLabel(gvk schema.GroupVersionKind) string {
+	if gvk.Group == "" {
+		return gvk.Kind + "." + gvk.Version
+	}
+	return gvk.Kind + "." + gvk.Version + "." + gvk.Group
 }
 
 // announce calls Synced once the kind's watches in c have synced.

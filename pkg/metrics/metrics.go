@@ -37,6 +37,13 @@ var (
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"kind", "source_cluster", "cluster"})
 
+	// WatchedKinds is 1 for each kind whose sources and mirrors are watched
+	// in a cluster; lazy watches come and go with the sources.
+	WatchedKinds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_watched_kinds",
+		Help: "1 for each kind (group/version/kind) watched in a cluster.",
+	}, []string{"cluster", "kind"})
+
 	// Mirrors counts the mirrors this agent manages, from its cache.
 	Mirrors = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fleetmirror_mirrors",
@@ -45,7 +52,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors)
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds)
 }
 
 // maxPropagation caps observations: a longer figure means the agent was
@@ -63,7 +70,7 @@ func ObservePropagation(kind, sourceCluster, cluster string, d time.Duration) {
 func ForgetCluster(cluster string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{SyncOperations, Conflicts, Mirrors} {
+	}{SyncOperations, Conflicts, Mirrors, WatchedKinds} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 	PropagationSeconds.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
