@@ -65,6 +65,10 @@ type Options struct {
 	WatchIdleTimeout    time.Duration
 	DenyKinds           []schema.GroupKind
 	AllowPrivilegeKinds bool
+	// Circuit breaker per source.
+	BreakerThreshold int
+	BreakerBaseDelay time.Duration
+	BreakerMaxDelay  time.Duration
 }
 
 // BindFlags registers the shared options on fs, with defaults for the
@@ -81,6 +85,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet, binary, defaultCluster string) fun
 	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the agent runs in (default $POD_NAMESPACE); it is excluded from targets.")
 	fs.StringVar(&types, "resource-types", "", "Comma-separated kinds to mirror, as Kind.version[.group], e.g. Secret.v1,ConfigMap.v1,Ingress.v1.networking.k8s.io. Empty: every namespaced kind that supports get/list/watch/create/update/patch/delete, minus the deny list, discovered again every --discovery-interval.")
 	var deny string
+	fs.IntVar(&o.BreakerThreshold, "circuit-breaker-failures", 5, "Failed reconciles in a row after which a source's retries are spaced out (--circuit-breaker-base-delay, doubling up to --circuit-breaker-max-delay); 0 disables the breaker.")
+	fs.DurationVar(&o.BreakerBaseDelay, "circuit-breaker-base-delay", 30*time.Second, "First wait between retries of a source whose circuit breaker opened.")
+	fs.DurationVar(&o.BreakerMaxDelay, "circuit-breaker-max-delay", 10*time.Minute, "Longest wait between retries of a source whose circuit breaker is open.")
 	fs.BoolVar(&o.LazyWatchers, "lazy-watchers", true, "Watch a kind only while a source or mirror of it exists, found by label-selected LISTs with limit=1 every --lazy-probe-interval.")
 	fs.DurationVar(&o.LazyProbeInterval, "lazy-probe-interval", 10*time.Second, "How often kinds not watched are probed for sources (also the delay before a source of a kind not yet watched is seen).")
 	fs.DurationVar(&o.DiscoveryInterval, "discovery-interval", 5*time.Minute, "How often kinds are discovered again when --resource-types is empty (new CRDs are picked up, removed ones stop).")
@@ -240,6 +247,7 @@ func (o *Options) NewManager(cfg *rest.Config) (manager.Manager, error) {
 // AddController adds the pipeline's controller fed by events, and a
 // readiness check that fails until ready reports true.
 func (o *Options) AddController(mgr manager.Manager, name string, r *fmcontroller.Reconciler, events *fmcontroller.Events, ready func() bool) error {
+	r.SetBreaker(o.BreakerThreshold, o.BreakerBaseDelay, o.BreakerMaxDelay)
 	skip := true
 	c, err := controller.NewTyped[fmcontroller.Key](name, mgr, controller.TypedOptions[fmcontroller.Key]{
 		Reconciler:              r,

@@ -51,6 +51,9 @@ type Reconciler struct {
 	// cluster left the fleet; otherwise they are kept and logged.
 	DeleteOrphansOfUnregistered bool
 
+	// Breaker spaces out the retries of a source that keeps failing.
+	Breaker breaker
+
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
 }
@@ -65,6 +68,17 @@ const retryUnreachable = 30 * time.Second
 
 // Reconcile brings the mirrors of one source to the desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, key)
+	return r.Breaker.record(key, res, err)
+}
+
+// SetBreaker configures the per-source circuit breaker: after threshold
+// failures in a row (0 disables it) retries wait base, doubling up to max.
+func (r *Reconciler) SetBreaker(threshold int, base, max time.Duration) {
+	r.Breaker = breaker{Threshold: threshold, Base: base, Max: max}
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name)
 	ctx = ctrl.LoggerInto(ctx, log)
 	ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)
@@ -268,6 +282,9 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 // finish reports the outcome of a reconcile and says when to come back.
 func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, plan Plan, sum summary) (reconcile.Result, error) {
 	line := statusLine(plan, sum, r.Remote)
+	if len(sum.errors) > 0 && r.Breaker.open(key) {
+		line += "; retries backing off"
+	}
 	if changed := sum.created + sum.updated + sum.replaced + sum.deleted; changed > 0 {
 		r.Scope.Recorder(c).Eventf(src, nil, corev1.EventTypeNormal, ReasonMirrorsSynced, "Sync",
 			"Created %d, updated %d, replaced %d, deleted %d mirrors; %s", sum.created, sum.updated, sum.replaced, sum.deleted, line)
@@ -323,6 +340,7 @@ func (r *Reconciler) warnIf(c *clusters.Cluster, src *unstructured.Unstructured,
 }
 
 func (r *Reconciler) forget(key Key) {
+	r.Breaker.forget(key)
 	r.observed.Delete(key)
 	r.reported.Delete(key)
 }

@@ -44,6 +44,12 @@ var (
 		Help: "1 for each kind (group/version/kind) watched in a cluster.",
 	}, []string{"cluster", "kind"})
 
+	// CircuitOpen counts the sources whose circuit breaker is open.
+	CircuitOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_circuit_breaker_open",
+		Help: "Sources whose retries are spaced out after repeated failures, by kind.",
+	}, []string{"kind"})
+
 	// Mirrors counts the mirrors this agent manages, from its cache.
 	Mirrors = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fleetmirror_mirrors",
@@ -52,7 +58,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds)
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, CircuitOpen)
 }
 
 // maxPropagation caps observations: a longer figure means the agent was

@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+)
+
+// breaker is a per-source circuit breaker. After Threshold failed
+// reconciles in a row a source's retries are spaced out, doubling from
+// Base up to Max, instead of following the work queue's fast per-item
+// backoff; the other sources are not slowed. One success closes it.
+type breaker struct {
+	Threshold int
+	Base, Max time.Duration
+
+	mu       sync.Mutex
+	failures map[Key]int
+}
+
+// open reports whether key's next failure keeps or makes its breaker open.
+func (b *breaker) open(key Key) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Threshold > 0 && b.failures[key]+1 >= b.Threshold
+}
+
+// record turns the outcome of a reconcile into what the queue is told.
+func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Result, error) {
+	if b.Threshold <= 0 {
+		return res, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failures == nil {
+		b.failures = map[Key]int{}
+	}
+	n := b.failures[key]
+	if err == nil {
+		if n >= b.Threshold {
+			metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Dec()
+		}
+		delete(b.failures, key)
+		return res, nil
+	}
+	n++
+	b.failures[key] = n
+	if n < b.Threshold {
+		return res, err
+	}
+	if n == b.Threshold {
+		metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Inc()
+	}
+	wait := b.Base << min(n-b.Threshold, 16)
+	if wait <= 0 || wait > b.Max {
+		wait = b.Max
+	}
+	// The error is reported in Events and status; returning it would put
+	// the source back on the queue's fast backoff.
+	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+// forget drops a source that is gone.
+func (b *breaker) forget(key Key) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failures[key] >= b.Threshold && b.Threshold > 0 {
+		metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Dec()
+	}
+	delete(b.failures, key)
+}
