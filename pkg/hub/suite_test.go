@@ -73,7 +73,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		hubAgent = startHub()
-		defer hubAgent.stop()
+		defer func() { hubAgent.stop() }()
 		return m.Run()
 	}()
 	if err := fleet.Stop(); err != nil {
