@@ -147,7 +147,7 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		if w.hash == wantHash {
 			return Unchanged, nil
 		}
-		return a.update(ctx, key, res, w.resourceVersion, want)
+		return a.updateOrRefresh(ctx, key, res, w.resourceVersion, want, sourceVerified)
 	}
 	if !cached {
 		return a.create(ctx, key, res, want, sourceVerified)
@@ -168,7 +168,7 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if observed == live.GetAnnotations()[annotations.AnnotationContentHash] {
 		// The live mirror is exactly what we wrote last: only the source
 		// changed, so the cached resourceVersion is enough to update.
-		return a.update(ctx, key, res, live.GetResourceVersion(), want)
+		return a.updateOrRefresh(ctx, key, res, live.GetResourceVersion(), want, sourceVerified)
 	}
 	// The mirror differs from what we wrote: a hand edit, or fields the API
 	// server added. Read it whole to tell which.
@@ -255,6 +255,21 @@ func (a *Applier) update(ctx context.Context, key target, res dynamic.ResourceIn
 	return Updated, nil
 }
 
+// updateOrRefresh updates from a resourceVersion known from the cache or
+// our last write. If the object moved on since (the cache lags, after a
+// partition say), it is read again and checked from scratch.
+func (a *Applier) updateOrRefresh(ctx context.Context, key target, res dynamic.ResourceInterface, resourceVersion string, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+	out, err := a.update(ctx, key, res, resourceVersion, want)
+	if !apierrors.IsConflict(err) {
+		return out, err
+	}
+	full, err := res.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return Failed, ignoreNotFoundAsRetry(err)
+	}
+	return a.reconcileLive(ctx, key, res, full, want, sourceVerified)
+}
+
 // replace deletes live and creates want, for changes the API server refuses
 // in place: a Secret's type, or anything of an immutable object.
 func (a *Applier) replace(ctx context.Context, key target, res dynamic.ResourceInterface, live, want *unstructured.Unstructured) (Outcome, error) {
@@ -279,7 +294,23 @@ func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if err != nil {
 		return Failed, err
 	}
-	if err := deleteExact(ctx, res, live); err != nil {
+	err = deleteExact(ctx, res, live)
+	if apierrors.IsConflict(err) {
+		// The cached object is older than the live one: read it again and
+		// delete it only if it is still ours.
+		fresh, gerr := res.Get(ctx, live.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr):
+			err = nil
+		case gerr != nil:
+			return Failed, gerr
+		case !desired.Owned(fresh.GetLabels(), fresh.GetAnnotations(), a.ManagedBy, sourceRef):
+			return Conflict, &ConflictError{Namespace: fresh.GetNamespace(), Name: fresh.GetName(), Owner: fresh.GetAnnotations()[annotations.AnnotationSource]}
+		default:
+			err = deleteExact(ctx, res, fresh)
+		}
+	}
+	if err != nil {
 		return Failed, err
 	}
 	a.accepted.Delete(live.GetUID())
