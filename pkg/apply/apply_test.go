@@ -1,0 +1,80 @@
+package apply
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+)
+
+func TestSubset(t *testing.T) {
+	tests := []struct {
+		name       string
+		want, have any
+		ok         bool
+	}{
+		{"equal maps", map[string]any{"a": "1"}, map[string]any{"a": "1"}, true},
+		{"server added a field", map[string]any{"spec": map[string]any{"a": int64(1)}}, map[string]any{"spec": map[string]any{"a": int64(1), "b": "default"}}, true},
+		{"value differs", map[string]any{"a": "1"}, map[string]any{"a": "2"}, false},
+		{"field missing", map[string]any{"a": "1"}, map[string]any{}, false},
+		{"list element defaulted", []any{map[string]any{"name": "c"}}, []any{map[string]any{"name": "c", "pull": "IfNotPresent"}}, true},
+		{"list longer", []any{"a"}, []any{"a", "b"}, false},
+		{"int and float of one value", int64(2), float64(2), true},
+		{"type changes", map[string]any{"a": "1"}, "x", false},
+	}
+	for _, tt := range tests {
+		if got := subset(tt.want, tt.have); got != tt.ok {
+			t.Errorf("%s: subset = %v, want %v", tt.name, got, tt.ok)
+		}
+	}
+}
+
+func obj(kind string, fields map[string]any, ann map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind}}
+	for k, v := range fields {
+		u.Object[k] = v
+	}
+	u.SetAnnotations(ann)
+	return u
+}
+
+func TestNeedsReplace(t *testing.T) {
+	tests := []struct {
+		name       string
+		live, want *unstructured.Unstructured
+		replace    bool
+	}{
+		{"same type", obj("Secret", map[string]any{"type": "Opaque"}, nil), obj("Secret", map[string]any{"type": "Opaque"}, nil), false},
+		{"type changed", obj("Secret", map[string]any{"type": "Opaque"}, nil), obj("Secret", map[string]any{"type": "kubernetes.io/tls"}, nil), true},
+		{"immutable live", obj("ConfigMap", map[string]any{"immutable": true}, nil), obj("ConfigMap", nil, nil), true},
+		{"configmap without type", obj("ConfigMap", nil, nil), obj("ConfigMap", nil, nil), false},
+	}
+	for _, tt := range tests {
+		if got := needsReplace(tt.live, tt.want); got != tt.replace {
+			t.Errorf("%s: needsReplace = %v, want %v", tt.name, got, tt.replace)
+		}
+	}
+}
+
+func TestNewer(t *testing.T) {
+	rv := func(uid, v string) *unstructured.Unstructured {
+		return obj("Secret", nil, map[string]string{annotations.AnnotationSourceUID: uid, annotations.AnnotationSourceResourceVersion: v})
+	}
+	tests := []struct {
+		name       string
+		live, want *unstructured.Unstructured
+		newer      bool
+	}{
+		{"mirror older", rv("u", "5"), rv("u", "9"), false},
+		{"same", rv("u", "9"), rv("u", "9"), false},
+		{"mirror newer", rv("u", "10"), rv("u", "9"), true},
+		{"other source object", rv("old", "10"), rv("new", "9"), false},
+		{"unparsable", rv("u", "x"), rv("u", "9"), false},
+	}
+	for _, tt := range tests {
+		if got := newer(tt.live, tt.want); got != tt.newer {
+			t.Errorf("%s: newer = %v, want %v", tt.name, got, tt.newer)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package desired
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+)
+
+func source() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{
+			"name": "db", "namespace": "platform", "uid": "u-1", "resourceVersion": "42",
+			"labels": map[string]any{"app": "db", annotations.LabelEnabled: "true"},
+			"annotations": map[string]any{
+				"team": "pay", annotations.AnnotationSync: "true", annotations.AnnotationTargetNamespaces: "a",
+				"meta.helm.sh/release-name": "db", "kubectl.kubernetes.io/last-applied-configuration": "{}",
+			},
+			"finalizers":      []any{"x/y"},
+			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "o-1"}},
+		},
+		"type":   "Opaque",
+		"data":   map[string]any{"k": "dg=="},
+		"status": map[string]any{"ignored": true},
+	}}
+	return u
+}
+
+func TestBuild(t *testing.T) {
+	m := Build(source(), "team-a", Options{SourceCluster: "eu-1", ManagedBy: "member", Strip: DefaultStrip})
+	if m.GetNamespace() != "team-a" || m.GetName() != "db" || m.GetKind() != "Secret" {
+		t.Fatalf("identity wrong: %s %s/%s", m.GetKind(), m.GetNamespace(), m.GetName())
+	}
+	wantLabels := map[string]string{"app": "db", annotations.LabelMirror: "true", annotations.LabelManagedBy: "member"}
+	if got := m.GetLabels(); len(got) != len(wantLabels) || got["app"] != "db" || got[annotations.LabelMirror] != "true" || got[annotations.LabelManagedBy] != "member" {
+		t.Errorf("labels = %v, want %v", got, wantLabels)
+	}
+	a := m.GetAnnotations()
+	for k, v := range map[string]string{"team": "pay", annotations.AnnotationSource: "eu-1/platform/db", annotations.AnnotationSourceUID: "u-1", annotations.AnnotationSourceResourceVersion: "42"} {
+		if a[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, a[k], v)
+		}
+	}
+	for _, k := range []string{annotations.AnnotationSync, annotations.AnnotationTargetNamespaces, "meta.helm.sh/release-name", "kubectl.kubernetes.io/last-applied-configuration"} {
+		if _, ok := a[k]; ok {
+			t.Errorf("annotation %s was copied", k)
+		}
+	}
+	if a[annotations.AnnotationContentHash] != Hash(m) {
+		t.Errorf("stamped hash %s differs from the hash of the mirror %s", a[annotations.AnnotationContentHash], Hash(m))
+	}
+	for _, f := range []string{"status"} {
+		if _, ok := m.Object[f]; ok {
+			t.Errorf("field %s copied", f)
+		}
+	}
+	if len(m.GetFinalizers()) > 0 || len(m.GetOwnerReferences()) > 0 || m.GetUID() != "" || m.GetResourceVersion() != "" {
+		t.Errorf("metadata leaked: %v", m.Object["metadata"])
+	}
+	// The mirror shares no memory with the source.
+	m.Object["data"].(map[string]any)["k"] = "changed"
+	if source().Object["data"].(map[string]any)["k"] != "dg==" {
+		t.Fatal("mirror shares data with the source")
+	}
+}
+
+func TestHashCoversWhatIsPropagated(t *testing.T) {
+	base := Hash(Build(source(), "a", Options{}))
+	tests := []struct {
+		name    string
+		mutate  func(u *unstructured.Unstructured)
+		changes bool
+	}{
+		{"data", func(u *unstructured.Unstructured) { u.Object["data"] = map[string]any{"k": "eA=="} }, true},
+		{"label", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"app": "other"}) }, true},
+		{"annotation", func(u *unstructured.Unstructured) {
+			a := u.GetAnnotations()
+			a["team"] = "x"
+			u.SetAnnotations(a)
+		}, true},
+		{"type", func(u *unstructured.Unstructured) { u.Object["type"] = "kubernetes.io/tls" }, true},
+		{"status only", func(u *unstructured.Unstructured) { u.Object["status"] = map[string]any{"x": 1} }, false},
+		{"control annotation only", func(u *unstructured.Unstructured) {
+			a := u.GetAnnotations()
+			a[annotations.AnnotationStatus] = "1/1"
+			u.SetAnnotations(a)
+		}, false},
+		{"resourceVersion only", func(u *unstructured.Unstructured) { u.SetResourceVersion("43") }, false},
+	}
+	for _, tt := range tests {
+		src := source()
+		tt.mutate(src)
+		if changed := Hash(Build(src, "a", Options{})) != base; changed != tt.changes {
+			t.Errorf("%s: hash changed = %v, want %v", tt.name, changed, tt.changes)
+		}
+	}
+}
+
+func TestOwned(t *testing.T) {
+	ours := map[string]string{annotations.LabelMirror: "true", annotations.LabelManagedBy: "member"}
+	ref := map[string]string{annotations.AnnotationSource: "c/ns/n"}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		annots map[string]string
+		want   bool
+	}{
+		{"ours", ours, ref, true},
+		{"no labels, same name", nil, ref, false},
+		{"other writer", map[string]string{annotations.LabelMirror: "true", annotations.LabelManagedBy: "hub"}, ref, false},
+		{"other source", ours, map[string]string{annotations.AnnotationSource: "c/ns/other"}, false},
+		{"no source reference", ours, nil, false},
+	}
+	for _, tt := range tests {
+		if got := Owned(tt.labels, tt.annots, "member", "c/ns/n"); got != tt.want {
+			t.Errorf("%s: Owned = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRefusal(t *testing.T) {
+	secret := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	for _, tt := range []struct {
+		typ    string
+		mirror bool
+		refuse bool
+	}{
+		{"Opaque", false, false},
+		{"kubernetes.io/service-account-token", false, true},
+		{"bootstrap.kubernetes.io/token", false, true},
+		{"helm.sh/release.v1", false, true},
+		{"Opaque", true, true},
+	} {
+		u := source()
+		u.Object["type"] = tt.typ
+		if tt.mirror {
+			u.SetLabels(map[string]string{annotations.LabelMirror: "true"})
+		}
+		if got := Refusal(secret, u) != ""; got != tt.refuse {
+			t.Errorf("type %s mirror %v: refused = %v, want %v", tt.typ, tt.mirror, got, tt.refuse)
+		}
+	}
+}
