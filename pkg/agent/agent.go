@@ -14,9 +14,14 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -248,13 +253,17 @@ func (o *Options) NewManager(cfg *rest.Config) (manager.Manager, error) {
 // readiness check that fails until ready reports true.
 func (o *Options) AddController(mgr manager.Manager, name string, r *fmcontroller.Reconciler, events *fmcontroller.Events, ready func() bool) error {
 	r.SetBreaker(o.BreakerThreshold, o.BreakerBaseDelay, o.BreakerMaxDelay)
-	skip := true
+	skip, priority := true, false
 	c, err := controller.NewTyped[fmcontroller.Key](name, mgr, controller.TypedOptions[fmcontroller.Key]{
 		Reconciler:              r,
 		MaxConcurrentReconciles: o.Workers,
 		// Programs that embed agents (tests, the local fleet) run several
 		// managers in one process; names stay unique per binary.
 		SkipNameValidation: &skip,
+		// The priority queue of controller-runtime v0.24 can deadlock on
+		// shutdown (kubernetes-sigs/controller-runtime#3538, fixed in v0.25,
+		// which needs k8s.io v0.37); the classic queue serves us as well.
+		UsePriorityQueue: &priority,
 	})
 	if err != nil {
 		return err
@@ -270,6 +279,18 @@ func (o *Options) AddController(mgr manager.Manager, name string, r *fmcontrolle
 	})
 }
 
+// NewRecorder returns a core/v1 event recorder writing to the cluster of
+// cfg as component, and the function that stops it.
+func NewRecorder(cfg *rest.Config, component string) (record.EventRecorder, func(), error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	return b.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown, nil
+}
+
 // Runnable is a manager runnable that needs no leadership: watches run on
 // every replica, so that a new leader starts with warm caches.
 type Runnable func(ctx context.Context) error
@@ -281,18 +302,32 @@ func (f Runnable) Start(ctx context.Context) error { return f(ctx) }
 func (f Runnable) NeedLeaderElection() bool { return false }
 
 // ReportMirrors keeps the mirrors gauge equal to the caches' counts until
-// ctx ends.
+// ctx ends. Series of kinds or clusters no longer watched are deleted.
 func ReportMirrors(ctx context.Context, list func() []*clusters.Cluster) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
+	type series struct{ kind, cluster string }
+	reported := map[series]bool{}
 	for {
+		now := map[series]bool{}
 		for _, c := range list() {
 			for _, gvk := range c.Watched() {
-				metrics.Mirrors.WithLabelValues(gvk.Kind, c.Name()).Set(float64(len(c.AllMirrors(gvk))))
+				s := series{gvk.Kind, c.Name()}
+				now[s] = true
+				metrics.Mirrors.WithLabelValues(s.kind, s.cluster).Set(float64(len(c.AllMirrors(gvk))))
 			}
 		}
+		for s := range reported {
+			if !now[s] {
+				metrics.Mirrors.DeleteLabelValues(s.kind, s.cluster)
+			}
+		}
+		reported = now
 		select {
 		case <-ctx.Done():
+			for s := range reported {
+				metrics.Mirrors.DeleteLabelValues(s.kind, s.cluster)
+			}
 			return
 		case <-t.C:
 		}

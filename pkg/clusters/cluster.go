@@ -34,8 +34,11 @@ const IndexSource = "fleetmirror.io/source"
 
 // AnnotationObservedHash is set only on cached mirrors, never written: the
 // desired.Hash of the live object, computed when the cache stored it, so
-// drift shows without keeping the payload in memory.
-const AnnotationObservedHash = annotations.Prefix + "observed-hash"
+// drift shows without keeping the payload in memory. The ':' makes it an
+// invalid annotation key, so no object from the API server can carry it:
+// its presence reliably marks a summary (the transform may run twice on
+// one object, and must not hash a summary).
+const AnnotationObservedHash = annotations.Prefix + "cache:observed-hash"
 
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
@@ -75,9 +78,10 @@ type Cluster struct {
 	disco      discovery.DiscoveryInterface
 	raw        rest.Interface
 
-	mu    sync.Mutex
-	kinds map[schema.GroupVersionKind]*kindWatch
-	ctx   context.Context // set by Start; parent of every watch
+	mu     sync.Mutex
+	kinds  map[schema.GroupVersionKind]*kindWatch
+	ctx    context.Context // set by Start; parent of every watch
+	closed bool            // set by Close; no watch starts again
 }
 
 type kindWatch struct {
@@ -118,6 +122,7 @@ func (c *Cluster) Ping(ctx context.Context) error {
 // been given a context that is cancelled too, or has been.
 func (c *Cluster) Close() {
 	c.mu.Lock()
+	c.closed = true
 	for gvk, w := range c.kinds {
 		if w.cancel != nil {
 			w.cancel()
@@ -220,6 +225,9 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("cluster %s: closed", c.opts.Name)
+	}
 	if _, ok := c.kinds[gvk]; ok {
 		return nil // another caller won the race
 	}
@@ -430,6 +438,9 @@ func summarizeMirror(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
+	}
+	if _, done := u.GetAnnotations()[AnnotationObservedHash]; done {
+		return obj, nil // already a summary
 	}
 	hash := desired.Hash(u)
 	out := &unstructured.Unstructured{Object: map[string]any{

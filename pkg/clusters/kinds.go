@@ -186,13 +186,8 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	k.mu.Unlock()
 }
 
-// kindLabel is the kind label of metrics: Kind.version.group, like --resource-types.
-func kindLabel(gvk schema.GroupVersionKind) string {
-	if gvk.Group == "" {
-		return gvk.Kind + "." + gvk.Version
-	}
-	return gvk.Kind + "." + gvk.Version + "." + gvk.Group
-}
+// kindLabel is the kind label of metrics, the same in every metric.
+func kindLabel(gvk schema.GroupVersionKind) string { return gvk.Kind }
 
 // announce calls Synced once the kind's watches in c have synced.
 func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind) {

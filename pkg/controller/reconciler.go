@@ -102,6 +102,9 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		r.warnIf(c, src, ReasonSourceRefused, true, "Not mirrored: %s", refusal)
 		req.Sync = false
 	}
+	if r.warnIf(c, src, ReasonInvalidAnnotation, len(req.Problems) > 0, "%s", joinLimited(req.Problems)) {
+		metrics.InvalidAnnotations.WithLabelValues(key.GVK.Kind).Inc()
+	}
 	var plan Plan
 	if req.Active() {
 		plan = r.Scope.Plan(c, src, req)
@@ -192,7 +195,7 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 		}
 	}
 	if live != nil && sum.deleted > 0 {
-		r.Scope.Recorder(c).Eventf(live, nil, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Cleanup", "Removed %d mirrors", sum.deleted)
+		r.Scope.Recorder(c).Eventf(live, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
 	}
 	if live == nil {
 		r.forget(key)
@@ -210,7 +213,7 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 		return reconcile.Result{}, err
 	}
 	if sum.deleted > 0 {
-		r.Scope.Recorder(c).Eventf(src, nil, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Cleanup", "Removed %d mirrors", sum.deleted)
+		r.Scope.Recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
 	}
 	_, unreachable := r.Scope.MirrorClusters(key.Cluster)
 	if del := src.GetDeletionTimestamp(); del != nil && len(unreachable) > 0 {
@@ -286,7 +289,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		line += "; retries backing off"
 	}
 	if changed := sum.created + sum.updated + sum.replaced + sum.deleted; changed > 0 {
-		r.Scope.Recorder(c).Eventf(src, nil, corev1.EventTypeNormal, ReasonMirrorsSynced, "Sync",
+		r.Scope.Recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsSynced,
 			"Created %d, updated %d, replaced %d, deleted %d mirrors; %s", sum.created, sum.updated, sum.replaced, sum.deleted, line)
 	}
 	r.warnIf(c, src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
@@ -310,9 +313,6 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 // reportRequest warns about invalid annotations and unreachable targets,
 // once per distinct message.
 func (r *Reconciler) reportRequest(c *clusters.Cluster, key Key, src *unstructured.Unstructured, req annotations.Request, plan Plan) {
-	if r.warnIf(c, src, ReasonInvalidAnnotation, len(req.Problems) > 0, "%s", joinLimited(req.Problems)) {
-		metrics.InvalidAnnotations.WithLabelValues(key.GVK.Kind).Inc()
-	}
 	r.warnIf(c, src, ReasonTargetsOverLimit, len(plan.Skipped) > 0, "%d matching targets skipped over the limit of %d (first skipped: %s)",
 		len(plan.Skipped), len(plan.Targets), firstOr(plan.Skipped))
 	r.warnIf(c, src, ReasonNamespaceRefused, len(plan.Refused) > 0, "Excluded or opted out, not written: %s", joinLimited(plan.Refused))
@@ -335,7 +335,7 @@ func (r *Reconciler) warnIf(c *clusters.Cluster, src *unstructured.Unstructured,
 		return false
 	}
 	last.Store(reason, msg)
-	r.Scope.Recorder(c).Eventf(src, nil, corev1.EventTypeWarning, reason, "Sync", "%s", msg)
+	r.Scope.Recorder(c).Eventf(src, corev1.EventTypeWarning, reason, "%s", msg)
 	return true
 }
 

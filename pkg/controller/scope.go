@@ -2,7 +2,7 @@ package controller
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
@@ -16,13 +16,21 @@ type Scope interface {
 	// Cluster returns the cluster named name, or nil if it is not known.
 	Cluster(name string) *clusters.Cluster
 	// Recorder returns the event recorder for objects of cluster c.
-	Recorder(c *clusters.Cluster) events.EventRecorder
+	Recorder(c *clusters.Cluster) Recorder
 	// Plan resolves the targets of a source in cluster c.
 	Plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) Plan
 	// MirrorClusters lists the clusters where mirrors of sources of the
 	// cluster named source may exist: those that can be reached now, and
 	// the names of those that cannot.
 	MirrorClusters(source string) (reachable []*clusters.Cluster, unreachable []string)
+}
+
+// Recorder records Events about objects; client-go's record.EventRecorder
+// is one. The core/v1 recorder is used on purpose: it tells events apart by
+// message, where the events.k8s.io one folds a changed warning into the
+// previous one of the same reason and drops the new message.
+type Recorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
 // Target is one place a mirror goes.
@@ -53,7 +61,7 @@ type Plan struct {
 // targets in it.
 type LocalScope struct {
 	Local  *clusters.Cluster
-	Events events.EventRecorder
+	Events Recorder
 	Policy targets.Policy
 }
 
@@ -66,7 +74,7 @@ func (s *LocalScope) Cluster(name string) *clusters.Cluster {
 }
 
 // Recorder returns the one recorder.
-func (s *LocalScope) Recorder(*clusters.Cluster) events.EventRecorder { return s.Events }
+func (s *LocalScope) Recorder(*clusters.Cluster) Recorder { return s.Events }
 
 // Plan resolves the unqualified entries in the source's own cluster.
 func (s *LocalScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) Plan {

@@ -9,7 +9,6 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
-	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 )
@@ -45,7 +44,12 @@ func Run(ctx context.Context, o Options) error {
 		Parallelism:                 o.WriteParallelism,
 	}
 	events := &fmcontroller.Events{Reconciler: r, CrossCluster: true}
-	registry, err := newRegistry(cfg, o, events, mgr.GetEventRecorder(FieldManager))
+	recorder, stopRecorder, err := agent.NewRecorder(cfg, FieldManager)
+	if err != nil {
+		return err
+	}
+	defer stopRecorder()
+	registry, err := newRegistry(cfg, o, events, recorder)
 	if err != nil {
 		return err
 	}
@@ -57,10 +61,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	kinds := o.Kinds(annotations.ManagedByHub, events.KindSynced)
 	if err := mgr.Add(agent.Runnable(func(ctx context.Context) error {
-		go kinds.Run(ctx, func() []*clusters.Cluster {
-			registry.reportCaches()
-			return registry.Started()
-		})
+		go kinds.Run(ctx, registry.Started)
 		agent.ReportMirrors(ctx, registry.Clusters)
 		return nil
 	})); err != nil {

@@ -3,6 +3,7 @@ package hub
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -16,6 +17,9 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 )
+
+// errPlugin marks kubeconfigs refused for running plugins.
+var errPlugin = errors.New("plugin refused")
 
 // registration is what a kubeconfig Secret says about one cluster.
 type registration struct {
@@ -82,7 +86,7 @@ func selfContained(kc *clientcmdapi.Config, allowPlugins bool) error {
 		return fmt.Errorf("kubeconfig context %q names no user", ctxName)
 	}
 	if (auth.Exec != nil || auth.AuthProvider != nil) && !allowPlugins {
-		return fmt.Errorf("kubeconfig uses an exec or auth-provider plugin, which would run a program on the hub; use a token or client certificate (or start the hub with --allow-kubeconfig-plugins)")
+		return fmt.Errorf("%w: "+"kubeconfig uses an exec or auth-provider plugin, which would run a program on the hub; use a token or client certificate (or start the hub with --allow-kubeconfig-plugins)", errPlugin)
 	}
 	if auth.TokenFile != "" || auth.ClientCertificate != "" || auth.ClientKey != "" {
 		return fmt.Errorf("kubeconfig refers to files on the hub; embed the credentials (token, client-certificate-data, client-key-data)")

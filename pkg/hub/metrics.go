@@ -14,10 +14,6 @@ var (
 		Name: "fleetmirror_hub_cluster_probe_failures_total",
 		Help: "Failed health probes of registered clusters.",
 	}, []string{"cluster"})
-	activeCaches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "fleetmirror_hub_active_caches",
-		Help: "Kinds watched by the hub per cluster (each with a source and a mirror watch).",
-	}, []string{"cluster", "kind"})
 	registrationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleetmirror_hub_registration_errors_total",
 		Help: "Kubeconfig Secrets refused, by reason (invalid, duplicate, plugin).",
@@ -29,11 +25,10 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(clusterUp, probeFailures, activeCaches, registrationErrors, registeredClusters)
+	ctrlmetrics.Registry.MustRegister(clusterUp, probeFailures, registrationErrors, registeredClusters)
 }
 
 func forgetClusterSeries(name string) {
 	clusterUp.DeleteLabelValues(name)
 	probeFailures.DeleteLabelValues(name)
-	activeCaches.DeletePartialMatch(prometheus.Labels{"cluster": name})
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -17,13 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
@@ -45,7 +46,7 @@ type member struct {
 	hash    string
 	secret  string // namespace/name of the registration Secret; "" for the hub itself
 	cluster *clusters.Cluster
-	events  events.EventRecorder
+	events  record.EventRecorder
 	// up is true while the cluster answers and its caches are synced.
 	up atomic.Bool
 	// started is true once the cluster's watches run.
@@ -60,7 +61,7 @@ type Registry struct {
 	opts      Options
 	hubConfig *rest.Config
 	handler   *fmcontroller.Events
-	recorder  events.EventRecorder // for registration Secrets, in the hub
+	recorder  record.EventRecorder // for registration Secrets, in the hub
 
 	mu      sync.RWMutex
 	members map[string]*member
@@ -68,12 +69,14 @@ type Registry struct {
 
 	ctx     context.Context
 	trigger chan struct{}
+	// refused remembers the last refusal reported per Secret (sync loop only).
+	refused map[string]string
 	secrets []cache.SharedIndexInformer
 }
 
-func newRegistry(hubConfig *rest.Config, o Options, handler *fmcontroller.Events, recorder events.EventRecorder) (*Registry, error) {
+func newRegistry(hubConfig *rest.Config, o Options, handler *fmcontroller.Events, recorder record.EventRecorder) (*Registry, error) {
 	r := &Registry{opts: o, hubConfig: hubConfig, handler: handler, recorder: recorder,
-		members: map[string]*member{}, trigger: make(chan struct{}, 1)}
+		members: map[string]*member{}, trigger: make(chan struct{}, 1), refused: map[string]string{}}
 	local, err := r.newMember(o.ClusterName, nil, "", "", hubConfig, recorder)
 	if err != nil {
 		return nil, err
@@ -179,6 +182,8 @@ func (r *Registry) sync(ctx context.Context) {
 		reg, err := parseRegistration(s, r.opts.AllowKubeconfigPlugins)
 		name, _ := clusterName(s)
 		switch {
+		case errors.Is(err, errPlugin):
+			r.refuse(s, ReasonInvalidKubeconfig, "plugin", err.Error())
 		case err != nil:
 			r.refuse(s, ReasonInvalidKubeconfig, "invalid", err.Error())
 		case name == r.opts.ClusterName:
@@ -229,7 +234,7 @@ func (r *Registry) sync(ctx context.Context) {
 			continue
 		}
 		log.Info("Registering cluster", "cluster", name, "secret", s.Name)
-		r.recorder.Eventf(s, nil, corev1.EventTypeNormal, ReasonClusterRegistered, "Register", "Cluster %s registered", name)
+		r.recorder.Eventf(s, corev1.EventTypeNormal, ReasonClusterRegistered, "Cluster %s registered", name)
 		r.mu.Lock()
 		r.members[name] = m
 		r.mu.Unlock()
@@ -238,12 +243,19 @@ func (r *Registry) sync(ctx context.Context) {
 	registeredClusters.Set(float64(len(want) + 1))
 }
 
+// refuse reports a registration Secret that is not used, once per version
+// of the Secret and message: a sync caused by another Secret repeats nothing.
 func (r *Registry) refuse(s *corev1.Secret, reason, metric, msg string) {
+	seen := string(s.UID) + "/" + s.ResourceVersion + "/" + msg
+	if r.refused[s.Namespace+"/"+s.Name] == seen {
+		return
+	}
+	r.refused[s.Namespace+"/"+s.Name] = seen
 	registrationErrors.WithLabelValues(metric).Inc()
-	r.recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "Register", "%s", msg)
+	r.recorder.Eventf(s, corev1.EventTypeWarning, reason, "%s", msg)
 }
 
-func (r *Registry) newMember(name string, lbls map[string]string, hash, secret string, cfg *rest.Config, recorder events.EventRecorder) (*member, error) {
+func (r *Registry) newMember(name string, lbls map[string]string, hash, secret string, cfg *rest.Config, recorder record.EventRecorder) (*member, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(r.opts.QPS), r.opts.Burst
 	c, err := clusters.New(cfg, clusters.Options{Name: name, ManagedBy: annotations.ManagedByHub, Resync: r.opts.ResyncPeriod, Handler: r.handler})
@@ -261,20 +273,17 @@ func (r *Registry) newMember(name string, lbls map[string]string, hash, secret s
 func (r *Registry) startMember(parent context.Context, m *member) {
 	ctx, cancel := context.WithCancel(parent)
 	m.cancel = cancel
-	var broadcaster events.EventBroadcaster
+	var stopRecorder func()
 	if m.events == nil {
-		cs, err := kubernetes.NewForConfig(m.cluster.Config)
-		if err == nil {
-			broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
-			broadcaster.StartRecordingToSink(ctx.Done())
-			m.events = broadcaster.NewRecorder(clientgoscheme.Scheme, "fleetmirror-hub")
+		if rec, stop, err := agent.NewRecorder(m.cluster.Config, FieldManager); err == nil {
+			m.events, stopRecorder = rec, stop
 		}
 	}
 	go func() {
 		defer close(m.done)
 		defer func() {
-			if broadcaster != nil {
-				broadcaster.Shutdown()
+			if stopRecorder != nil {
+				stopRecorder()
 			}
 			m.cluster.Close()
 		}()
@@ -395,16 +404,6 @@ func (r *Registry) Started() []*clusters.Cluster {
 		}
 	}
 	return out
-}
-
-// reportCaches keeps fleetmirror_hub_active_caches equal to the kinds watched.
-func (r *Registry) reportCaches() {
-	activeCaches.Reset()
-	for _, m := range r.snapshot() {
-		for _, gvk := range m.cluster.Watched() {
-			activeCaches.WithLabelValues(m.name, gvk.Kind).Set(1)
-		}
-	}
 }
 
 // snapshot lists the members sorted by name.

@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
@@ -28,7 +27,7 @@ var _ fmcontroller.Scope = (*fleetScope)(nil)
 
 func (s *fleetScope) Cluster(name string) *clusters.Cluster { return s.registry.Cluster(name) }
 
-func (s *fleetScope) Recorder(c *clusters.Cluster) events.EventRecorder {
+func (s *fleetScope) Recorder(c *clusters.Cluster) fmcontroller.Recorder {
 	if m := s.registry.member(c); m != nil && m.events != nil {
 		return m.events
 	}

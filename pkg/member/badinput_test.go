@@ -78,11 +78,6 @@ func TestMoreInvalidInput(t *testing.T) {
 // Item 11: a source whose target annotation holds nothing valid still gets
 // a warning naming the problem: silence would leave its owner guessing.
 func TestOnlyInvalidEntries(t *testing.T) {
-	t.Skip("BUG: pkg/controller: LocalScope.Plan sets Relevant = len(req.Local) > 0, and Reconcile " +
-		"returns through removeAll before reportRequest when !plan.Relevant, so a source whose target " +
-		"annotation holds no valid local entry (all entries invalid, or the value over MaxAnnotationLength) " +
-		"gets no InvalidAnnotation event at all. Fix: call reportRequest (at least the req.Problems part) " +
-		"before the !plan.Relevant early return, or count a request with Problems as relevant for reporting.")
 	ns := namespaces(t, "bad", nil, "src", "a")
 	long := sourceSecret(ns[0], "huge", strings.Repeat(ns[1]+",", annotations.MaxAnnotationLength/len(ns[1])+1), map[string]string{"k": "v"})
 	create(t, long)

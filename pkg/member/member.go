@@ -32,7 +32,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	scope := &fmcontroller.LocalScope{Events: mgr.GetEventRecorder(FieldManager), Policy: o.Targets()}
+	recorder, stopRecorder, err := agent.NewRecorder(cfg, FieldManager)
+	if err != nil {
+		return err
+	}
+	defer stopRecorder()
+	scope := &fmcontroller.LocalScope{Events: recorder, Policy: o.Targets()}
 	r := &fmcontroller.Reconciler{
 		Scope:                 scope,
 		Applier:               &apply.Applier{FieldManager: FieldManager, ManagedBy: annotations.ManagedByMember},

@@ -64,15 +64,6 @@ func TestStatusAndEventsOncePerChange(t *testing.T) {
 // keeps its resourceVersion): the third over-limit warning must not vanish
 // into the series of the second.
 func TestChangedWarningIsShown(t *testing.T) {
-	t.Skip("BUG: pkg/controller (events via mgr.GetEventRecorder, k8s.io/client-go/tools/events): the " +
-		"events.k8s.io broadcaster treats two events as the same series when type, action, reason, " +
-		"reporting controller/instance and regarding (which includes the source's resourceVersion) match, " +
-		"whatever the note says. warnIf emits a changed message for the same reason at an unchanged " +
-		"source resourceVersion (always with --status-annotation=false; also when the status line does not " +
-		"change), and the new message is dropped: only series.count of the previous Event grows. Observed: " +
-		"\"2 matching targets skipped\" with series.count=2 and no \"3 matching\" Event. Fix: emit these " +
-		"warnings with the core/v1 recorder (mgr.GetEventRecorderFor), whose dedup key includes the message, " +
-		"or make the events.k8s.io key differ per message (e.g. a short hash of the note in the action).")
 	g := NewWithT(t)
 	ns := namespaces(t, "warnchg", nil, "src", "t-a", "t-b")
 	withAgent(t, "--status-annotation=false")

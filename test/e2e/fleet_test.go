@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+)
+
+// A Secret on the hub reaches a namespace of the hub through the hub's
+// member agent and namespaces of both members through the hub; updates
+// reach every mirror; deleting the source removes every mirror, then the
+// source.
+func TestHubSecretAcrossTheFleet(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	mkNamespaces(t, "platform", hubC)
+	mkNamespaces(t, "team-a", hubC)
+	mkNamespaces(t, "shared", hubC, memA, memB)
+
+	src := &corev1.Secret{
+		ObjectMeta: sourceMeta("platform", "db-credentials", "team-a, */shared"),
+		StringData: map[string]string{"password": "v1"},
+	}
+	g.Expect(hubC.Client.Create(ctx, src)).To(Succeed())
+
+	mirrors := []struct {
+		cluster   *fleettest.Cluster
+		namespace string
+		managedBy string
+	}{
+		{hubC, "team-a", annotations.ManagedByMember},
+		{memA, "shared", annotations.ManagedByHub},
+		{memB, "shared", annotations.ManagedByHub},
+	}
+	for _, m := range mirrors {
+		eventuallyExists(t, m.cluster, secret(m.namespace, src.Name), func(g Gomega, s *corev1.Secret) {
+			expectMirror(g, s, m.managedBy, "hub/platform/db-credentials")
+			g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v1")))
+		})
+	}
+	g.Eventually(status(hubC, src), timeout, poll).Should(Equal("1/1 namespaces synced | remote: 2 clusters, 2/2 synced"))
+	// Neither agent writes hub/shared: the member was not asked to (no
+	// unqualified entry), and the hub never writes into the source's cluster.
+	expectAbsent(t, hubC, secret("shared", src.Name))
+
+	t.Log("Updating the source's data")
+	change(t, hubC, src, func(s *corev1.Secret) { s.Data["password"] = []byte("v2") })
+	for _, m := range mirrors {
+		eventuallyExists(t, m.cluster, secret(m.namespace, src.Name), func(g Gomega, s *corev1.Secret) {
+			g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v2")))
+		})
+	}
+
+	t.Log("Deleting the source")
+	g.Expect(hubC.Client.Delete(ctx, src)).To(Succeed())
+	for _, m := range mirrors {
+		eventuallyGone(t, m.cluster, secret(m.namespace, src.Name))
+	}
+	eventuallyGone(t, hubC, src)
+}
+
+// A ConfigMap on a member reaches the namespaces of another member that a
+// CLUSTER/NS glob names, and nothing else.
+func TestMemberConfigMapReachesAnotherMember(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	mkNamespaces(t, "config", memA)
+	mkNamespaces(t, "app-1", memA, memB, hubC)
+	mkNamespaces(t, "app-2", memB)
+
+	src := &corev1.ConfigMap{
+		ObjectMeta: sourceMeta("config", "feature-flags", "member-b/app-*"),
+		Data:       map[string]string{"dark-mode": "on"},
+	}
+	g.Expect(memA.Client.Create(ctx, src)).To(Succeed())
+
+	for _, ns := range []string{"app-1", "app-2"} {
+		eventuallyExists(t, memB, configMap(ns, src.Name), func(g Gomega, cm *corev1.ConfigMap) {
+			expectMirror(g, cm, annotations.ManagedByHub, "member-a/config/feature-flags")
+			g.Expect(cm.Data).To(Equal(map[string]string{"dark-mode": "on"}))
+		})
+	}
+	g.Eventually(status(memA, src), timeout, poll).Should(Equal("remote: 1 clusters, 2/2 synced"))
+	expectAbsent(t, memA, configMap("app-1", src.Name))
+	expectAbsent(t, hubC, configMap("app-1", src.Name))
+
+	t.Log("Deleting the source")
+	g.Expect(memA.Client.Delete(ctx, src)).To(Succeed())
+	for _, ns := range []string{"app-1", "app-2"} {
+		eventuallyGone(t, memB, configMap(ns, src.Name))
+	}
+	eventuallyGone(t, memA, src)
+}
+
+// An object the hub does not own keeps its name: the hub reports a conflict
+// and counts it, and never writes or deletes the object.
+func TestRemoteConflictLeavesUnmanagedSecretAlone(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	mkNamespaces(t, "platform", hubC)
+	mkNamespaces(t, "shared", memA, memB)
+
+	theirs := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "api-token"},
+		StringData: map[string]string{"owner": "someone else"},
+	}
+	createUnmanaged(t, memB, theirs)
+	rv := theirs.ResourceVersion
+	conflictsBefore, err := hubConflicts(memB.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	src := &corev1.Secret{
+		ObjectMeta: sourceMeta("platform", "api-token", "*/shared"),
+		StringData: map[string]string{"token": "ours"},
+	}
+	g.Expect(hubC.Client.Create(ctx, src)).To(Succeed())
+	eventuallyExists(t, memA, secret("shared", src.Name), func(g Gomega, s *corev1.Secret) {
+		expectMirror(g, s, annotations.ManagedByHub, "hub/platform/api-token")
+	})
+	g.Eventually(status(hubC, src), timeout, poll).Should(Equal("remote: 2 clusters, 1/2 synced; 1 conflicts"))
+	g.Eventually(func() (float64, error) { return hubConflicts(memB.Name) }, timeout, poll).Should(BeNumerically(">", conflictsBefore))
+	expectUntouched := func() {
+		t.Helper()
+		still := secret("shared", "api-token")
+		g.Expect(memB.Client.Get(ctx, client.ObjectKeyFromObject(still), still)).To(Succeed())
+		g.Expect(still.ResourceVersion).To(Equal(rv), "the unmanaged Secret was written")
+		g.Expect(still.Labels).NotTo(HaveKey(annotations.LabelManagedBy))
+	}
+	expectUntouched()
+
+	t.Log("Deleting the source")
+	g.Expect(hubC.Client.Delete(ctx, src)).To(Succeed())
+	eventuallyGone(t, memA, secret("shared", src.Name))
+	eventuallyGone(t, hubC, src)
+	expectUntouched()
+}
+
+// hubConflicts is the hub's count of conflicts over Secrets in cluster.
+func hubConflicts(cluster string) (float64, error) {
+	families, err := hubAgent.scrape()
+	v, _ := value(families, "fleetmirror_conflicts_total", "kind", "Secret", "cluster", cluster)
+	return v, err
+}

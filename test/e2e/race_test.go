@@ -1,0 +1,6 @@
+//go:build race
+
+package e2e
+
+// raceEnabled: the tests run with the race detector, and so do the agents.
+const raceEnabled = true
