@@ -18,6 +18,10 @@ const (
 	// AnnotationTargetClusterSelector is a label selector over registered
 	// clusters that limits where qualified (CLUSTER/NS) entries reach.
 	AnnotationTargetClusterSelector = Prefix + "target-cluster-selector"
+	// AnnotationTransform holds YAML rules that change each mirror.
+	AnnotationTransform = Prefix + "transform"
+	// AnnotationTransformStrict "true" skips a target whose rules fail.
+	AnnotationTransformStrict = Prefix + "transform-strict"
 	// AnnotationStatus is written by the agent: a one-line summary for people.
 	AnnotationStatus = Prefix + "status"
 )

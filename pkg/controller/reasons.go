@@ -25,3 +25,12 @@ const (
 // ReasonClusterUnreachable says a target cluster cannot be reached; its
 // mirrors are written or removed when it is back.
 const ReasonClusterUnreachable = "ClusterUnreachable"
+
+// Event reasons of transform rules.
+const (
+	// ReasonInvalidTransform says the transform annotation does not parse;
+	// nothing is written or removed until it is fixed.
+	ReasonInvalidTransform = "InvalidTransform"
+	// ReasonTransformFailed says rules failed for some targets.
+	ReasonTransformFailed = "TransformFailed"
+)

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+	"github.com/fleetmirror/fleetmirror/pkg/transform"
 )
 
 // Reconciler keeps the mirrors of sources where their annotations say.
@@ -56,6 +57,19 @@ type Reconciler struct {
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
+}
+
+// parseTransform returns the source's transform rules, nil when it has none.
+func parseTransform(src *unstructured.Unstructured) (*desired.Transform, error) {
+	text, ok := src.GetAnnotations()[annotations.AnnotationTransform]
+	if !ok {
+		return nil, nil
+	}
+	rules, err := transform.Parse(text, transform.DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	return &desired.Transform{Rules: rules, Strict: src.GetAnnotations()[annotations.AnnotationTransformStrict] == "true"}, nil
 }
 
 // retryStale is how soon a source is looked at again when the cache is
@@ -126,8 +140,17 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		src = fresh
 	}
 
-	// 4. Report what the annotations got wrong or could not reach.
+	// 4. Report what the annotations got wrong or could not reach. Invalid
+	// transform rules stop everything: mirroring untransformed content the
+	// owner meant to change would be a surprise write.
 	r.reportRequest(c, key, src, req, plan)
+	tr, err := parseTransform(src)
+	if r.warnIf(c, src, ReasonInvalidTransform, err != nil, "Nothing written or removed until the rules are fixed: %v", err) {
+		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Inc()
+	}
+	if err != nil {
+		return reconcile.Result{}, nil
+	}
 
 	// 5. Hold the finalizer before the first mirror exists.
 	if !slices.Contains(src.GetFinalizers(), r.Finalizer) {
@@ -139,7 +162,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
-	sum := r.applyTargets(ctx, key, src, plan.Targets, observedAt, r.VerifySourceFreshness)
+	sum := r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, r.VerifySourceFreshness)
 	if sum.stale > 0 && !r.VerifySourceFreshness {
 		// Some mirror claims newer content than our cached source. Ask the
 		// API server: if the cache is current, the claim is wrong.
@@ -150,7 +173,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		if fresh == nil || fresh.GetResourceVersion() != src.GetResourceVersion() {
 			return reconcile.Result{RequeueAfter: retryStale}, nil
 		}
-		sum = r.applyTargets(ctx, key, src, plan.Targets, observedAt, true)
+		sum = r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, true)
 	}
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets))
 
@@ -231,17 +254,22 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 }
 
 // applyTargets writes the mirror of src into every target, in parallel.
-func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tgts []Target, observedAt time.Time, verified bool) summary {
+func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *desired.Transform, tgts []Target, observedAt time.Time, verified bool) summary {
 	results := make([]result, len(tgts))
 	opts := r.Build
 	opts.SourceCluster = key.Cluster
 	workqueue.ParallelizeUntil(ctx, max(r.Parallelism, 1), len(tgts), func(i int) {
 		t := tgts[i]
-		want := desired.Build(src, t.Namespace, opts)
+		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, tr)
+		results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, ruleErrs: ruleErrs}
+		if err != nil {
+			results[i].outcome, results[i].transformErr = apply.Skipped, err
+			return
+		}
 		callCtx, cancel := r.callContext(ctx)
 		defer cancel()
 		outcome, err := r.Applier.Ensure(callCtx, t.Cluster, key.GVK, want, verified)
-		results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, outcome: outcome, err: err}
+		results[i].outcome, results[i].err = outcome, err
 		switch outcome {
 		case apply.Created, apply.Updated, apply.Replaced:
 			if !observedAt.IsZero() {
@@ -294,6 +322,9 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	}
 	r.warnIf(c, src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
 	r.warnIf(c, src, ReasonSyncFailed, len(sum.failures) > 0, "Writing failed, will retry: %s", joinLimited(sum.failures))
+	if r.warnIf(c, src, ReasonTransformFailed, len(sum.transformErrs) > 0, "Transform rules failed: %s", joinLimited(sum.transformErrs)) {
+		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Add(float64(len(sum.transformErrs)))
+	}
 	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Target clusters unreachable, will retry when back: %s", joinLimited(plan.Unreachable))
 	if r.WriteStatus {
 		merged := mergeStatus(src.GetAnnotations()[annotations.AnnotationStatus], line, r.Remote)

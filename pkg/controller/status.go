@@ -15,18 +15,31 @@ type result struct {
 	namespace string
 	outcome   apply.Outcome
 	err       error
+	// ruleErrs are transform rules that failed and were skipped;
+	// transformErr says the target got no mirror because of its rules.
+	ruleErrs     []error
+	transformErr error
 }
 
 // summary adds up the results of one reconcile.
 type summary struct {
 	created, updated, replaced, unchanged, deleted, skipped int
-	stale                                                   int
+	stale, transformSkipped                                 int
 	conflicts, failures                                     []string
-	errors                                                  []error
+	// transformErrs describe failed rules and targets skipped for them.
+	transformErrs []string
+	errors        []error
 }
 
 func (s *summary) record(kind string, r result) {
 	metrics.SyncOperations.WithLabelValues(kind, r.cluster, string(r.outcome)).Inc()
+	for _, e := range r.ruleErrs {
+		s.transformErrs = append(s.transformErrs, fmt.Sprintf("%s: %v", r.namespace, e))
+	}
+	if r.transformErr != nil {
+		s.transformErrs = append(s.transformErrs, fmt.Sprintf("%s: not written: %v", r.namespace, r.transformErr))
+		s.transformSkipped++
+	}
 	switch r.outcome {
 	case apply.Created:
 		s.created++
@@ -60,6 +73,8 @@ func (s *summary) add(o summary) {
 	s.deleted += o.deleted
 	s.skipped += o.skipped
 	s.stale += o.stale
+	s.transformSkipped += o.transformSkipped
+	s.transformErrs = append(s.transformErrs, o.transformErrs...)
 	s.conflicts = append(s.conflicts, o.conflicts...)
 	s.failures = append(s.failures, o.failures...)
 	s.errors = append(s.errors, o.errors...)
@@ -83,6 +98,7 @@ func statusLine(p Plan, s summary, remote bool) string {
 	}
 	add(len(s.conflicts), "conflicts")
 	add(len(s.failures), "failed")
+	add(s.transformSkipped, "skipped by transform")
 	add(len(p.Skipped), "over limit")
 	add(len(p.Refused), "refused")
 	add(len(p.Missing), "missing")

@@ -6,6 +6,7 @@
 package desired
 
 import (
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/transform"
 )
 
 // DefaultStrip lists label and annotation keys (globs over the key) that are
@@ -109,24 +111,62 @@ func SourceRef(cluster, namespace, name string) string {
 	return cluster + "/" + namespace + "/" + name
 }
 
-// Build returns the mirror of src in targetNamespace. The result shares no
-// memory with src.
-func Build(src *unstructured.Unstructured, targetNamespace string, o Options) *unstructured.Unstructured {
-	content := Content(src)
-	labels := copied(src.GetLabels(), o.Strip)
-	annots := copied(src.GetAnnotations(), o.Strip)
-	hash := hashOf(content, labels, annots)
+// Target is where one mirror goes.
+type Target struct {
+	Cluster   string
+	Namespace string
+}
 
-	m := &unstructured.Unstructured{Object: make(map[string]any, len(content)+3)}
-	for k, v := range content {
-		m.Object[k] = v
-	}
-	m.Object = deepCopy(m.Object)
+// Transform is a source's parsed fleetmirror.io/transform rules.
+type Transform struct {
+	Rules *transform.Rules
+	// Strict skips a target when any rule fails for it, instead of
+	// skipping only the failing rules.
+	Strict bool
+}
+
+// Build returns the mirror of src in target: content, labels and
+// annotations copied, tr's rules applied (may be nil), then our labels,
+// source reference and content hash stamped. The hash covers the
+// transformed result, so an edit of the rules that changes what a target
+// receives updates it. ruleErrs lists the rules that failed and were
+// skipped; err says the target gets no mirror at all (a strict rule
+// failure, or an object over the size limit). The result shares no memory
+// with src.
+func Build(src *unstructured.Unstructured, target Target, o Options, tr *Transform) (m *unstructured.Unstructured, ruleErrs []error, err error) {
+	m = &unstructured.Unstructured{Object: deepCopy(Content(src))}
 	m.SetAPIVersion(src.GetAPIVersion())
 	m.SetKind(src.GetKind())
 	m.SetName(src.GetName())
-	m.SetNamespace(targetNamespace)
+	m.SetNamespace(target.Namespace)
+	m.SetLabels(copied(src.GetLabels(), o.Strip))
+	m.SetAnnotations(copied(src.GetAnnotations(), o.Strip))
 
+	if tr != nil && tr.Rules != nil {
+		ruleErrs = tr.Rules.Apply(m.Object, transform.Target{
+			TargetNamespace: target.Namespace, TargetCluster: target.Cluster, TargetName: src.GetName(),
+			SourceNamespace: src.GetNamespace(), SourceCluster: o.SourceCluster, SourceName: src.GetName(),
+			Labels: src.GetLabels(), Annotations: src.GetAnnotations(),
+		}, src.GroupVersionKind().GroupKind() == schema.GroupKind{Kind: "Secret"})
+		for _, e := range ruleErrs {
+			if errors.Is(e, transform.ErrObjectTooLarge) {
+				return nil, ruleErrs, e
+			}
+		}
+		if tr.Strict && len(ruleErrs) > 0 {
+			return nil, ruleErrs, fmt.Errorf("transform-strict: %w", errors.Join(ruleErrs...))
+		}
+	}
+
+	labels := m.GetLabels()
+	annots := m.GetAnnotations()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if annots == nil {
+		annots = map[string]string{}
+	}
+	hash := hashOf(Content(m), labels, annots)
 	labels[annotations.LabelMirror] = "true"
 	labels[annotations.LabelManagedBy] = o.ManagedBy
 	m.SetLabels(labels)
@@ -135,7 +175,7 @@ func Build(src *unstructured.Unstructured, targetNamespace string, o Options) *u
 	annots[annotations.AnnotationSourceResourceVersion] = src.GetResourceVersion()
 	annots[annotations.AnnotationContentHash] = hash
 	m.SetAnnotations(annots)
-	return m
+	return m, ruleErrs, nil
 }
 
 func deepCopy(m map[string]any) map[string]any {

@@ -1,12 +1,14 @@
 package desired
 
 import (
+	"encoding/base64"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/transform"
 )
 
 func source() *unstructured.Unstructured {
@@ -30,7 +32,10 @@ func source() *unstructured.Unstructured {
 }
 
 func TestBuild(t *testing.T) {
-	m := Build(source(), "team-a", Options{SourceCluster: "eu-1", ManagedBy: "member", Strip: DefaultStrip})
+	m, _, err := Build(source(), Target{Cluster: "eu-1", Namespace: "team-a"}, Options{SourceCluster: "eu-1", ManagedBy: "member", Strip: DefaultStrip}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if m.GetNamespace() != "team-a" || m.GetName() != "db" || m.GetKind() != "Secret" {
 		t.Fatalf("identity wrong: %s %s/%s", m.GetKind(), m.GetNamespace(), m.GetName())
 	}
@@ -68,7 +73,14 @@ func TestBuild(t *testing.T) {
 }
 
 func TestHashCoversWhatIsPropagated(t *testing.T) {
-	base := Hash(Build(source(), "a", Options{}))
+	build := func(src *unstructured.Unstructured) *unstructured.Unstructured {
+		m, _, err := Build(src, Target{Namespace: "a"}, Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	base := Hash(build(source()))
 	tests := []struct {
 		name    string
 		mutate  func(u *unstructured.Unstructured)
@@ -93,7 +105,7 @@ func TestHashCoversWhatIsPropagated(t *testing.T) {
 	for _, tt := range tests {
 		src := source()
 		tt.mutate(src)
-		if changed := Hash(Build(src, "a", Options{})) != base; changed != tt.changes {
+		if changed := Hash(build(src)) != base; changed != tt.changes {
 			t.Errorf("%s: hash changed = %v, want %v", tt.name, changed, tt.changes)
 		}
 	}
@@ -141,6 +153,56 @@ func TestRefusal(t *testing.T) {
 		}
 		if got := Refusal(secret, u) != ""; got != tt.refuse {
 			t.Errorf("type %s mirror %v: refused = %v, want %v", tt.typ, tt.mirror, got, tt.refuse)
+		}
+	}
+}
+
+func TestBuildWithTransform(t *testing.T) {
+	rules, err := transform.Parse(`rules:
+  - path: data.k
+    template: "{{.TargetNamespace}}-{{.TargetCluster}}"
+  - path: metadata.labels
+    merge: {env: prod}
+  - path: data.k
+    value: "prod-only"
+    namespacePattern: "prod-*"
+  - path: data.missing[0]
+    value: x
+`, transform.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		target   Target
+		strict   bool
+		wantData string
+		wantErr  bool
+	}{
+		{"template and merge", Target{Cluster: "eu-1", Namespace: "team-a"}, false, "team-a-eu-1", false},
+		{"pattern rule", Target{Cluster: "eu-1", Namespace: "prod-1"}, false, "prod-only", false},
+		{"strict skips the target", Target{Cluster: "eu-1", Namespace: "team-a"}, true, "", true},
+	}
+	for _, tt := range tests {
+		m, ruleErrs, err := Build(source(), tt.target, Options{SourceCluster: "hub", ManagedBy: "hub"}, &Transform{Rules: rules, Strict: tt.strict})
+		if len(ruleErrs) != 1 {
+			t.Errorf("%s: rule errors = %v, want the one failing rule", tt.name, ruleErrs)
+		}
+		if (err != nil) != tt.wantErr {
+			t.Fatalf("%s: err = %v, want error %v", tt.name, err, tt.wantErr)
+		}
+		if err != nil {
+			continue
+		}
+		got, _, _ := unstructured.NestedString(m.Object, "data", "k")
+		if dec, _ := base64.StdEncoding.DecodeString(got); string(dec) != tt.wantData {
+			t.Errorf("%s: data.k = %q (decoded %q), want %q", tt.name, got, dec, tt.wantData)
+		}
+		if m.GetLabels()["env"] != "prod" || m.GetLabels()[annotations.LabelMirror] != "true" {
+			t.Errorf("%s: labels = %v", tt.name, m.GetLabels())
+		}
+		if m.GetAnnotations()[annotations.AnnotationContentHash] != Hash(m) {
+			t.Errorf("%s: the hash does not cover the transformed mirror", tt.name)
 		}
 	}
 }

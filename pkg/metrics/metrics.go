@@ -44,6 +44,12 @@ var (
 		Help: "1 for each kind (group/version/kind) watched in a cluster.",
 	}, []string{"cluster", "kind"})
 
+	// TransformErrors counts transform rules that failed or did not parse.
+	TransformErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_transform_errors_total",
+		Help: "Transform rules that failed for a target or did not parse, by kind (counted when reported).",
+	}, []string{"kind"})
+
 	// CircuitOpen counts the sources whose circuit breaker is open.
 	CircuitOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fleetmirror_circuit_breaker_open",
@@ -58,7 +64,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, CircuitOpen)
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, CircuitOpen, TransformErrors)
 }
 
 // maxPropagation caps observations: a longer figure means the agent was

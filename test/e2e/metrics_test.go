@@ -82,6 +82,9 @@ func testSyncMetrics(t *testing.T) {
 		ObjectMeta: sourceMeta("platform", "metrics-probe", "team-a, team-b, */shared, not/a/target"),
 		StringData: map[string]string{"k": "v"},
 	}
+	// A rule that fails for every target (the namespace is no base64): it
+	// is skipped and counted, the mirrors are written without it.
+	src.Annotations[annotations.AnnotationTransform] = "rules:\n  - path: data.k\n    template: \"{{ b64dec .TargetNamespace }}\"\n"
 	g.Expect(hubC.Client.Create(ctx, src)).To(Succeed())
 	g.Eventually(status(hubC, src), timeout, poll).Should(Equal("1/2 namespaces synced; 1 conflicts | remote: 2 clusters, 1/2 synced; 1 conflicts"))
 
@@ -100,6 +103,8 @@ func testSyncMetrics(t *testing.T) {
 		{hubAgent, "fleetmirror_conflicts_total", []string{"kind", "Secret", "cluster", "member-a"}},
 		{hubAgent, "fleetmirror_propagation_seconds", []string{"kind", "Secret", "source_cluster", "hub", "cluster", "member-b"}},
 		{hubAgent, "fleetmirror_invalid_annotations_total", []string{"kind", "Secret"}},
+		{hubMember, "fleetmirror_transform_errors_total", []string{"kind", "Secret"}},
+		{hubAgent, "fleetmirror_transform_errors_total", []string{"kind", "Secret"}},
 	}
 	for _, m := range moved {
 		was, _ := value(before[m.agent], m.metric, m.labels...)
