@@ -1,0 +1,33 @@
+{{/*
+What sets this chart apart from the member chart; every other helper is in
+_helpers.tpl, which both charts share.
+*/}}
+
+{{/* The binary the chart runs; also the Prometheus job of its metrics. */}}
+{{- define "fleetmirror.binary" -}}
+fleetmirror-hub
+{{- end }}
+
+{{/* Name of the agent container. */}}
+{{- define "fleetmirror.component" -}}
+hub
+{{- end }}
+
+{{/* Namespace of the kubeconfig Secrets that register clusters. */}}
+{{- define "fleetmirror.clusterSecretsNamespace" -}}
+{{- default .Release.Namespace .Values.config.clusterSecretsNamespace }}
+{{- end }}
+
+{{/* Flags only the hub has: a JSON list. */}}
+{{- define "fleetmirror.chartArgs" -}}
+{{- $c := .Values.config }}
+{{- $args := list (printf "--cluster-secrets-namespace=%s" (include "fleetmirror.clusterSecretsNamespace" .)) }}
+{{- $args = append $args (printf "--allow-kubeconfig-plugins=%t" $c.allowKubeconfigPlugins) }}
+{{- $args = append $args (printf "--allowed-source-clusters=%s" (include "fleetmirror.csv" $c.allowedSourceClusters)) }}
+{{- $args = append $args (printf "--allowed-source-namespaces=%s" (include "fleetmirror.csv" $c.allowedSourceNamespaces)) }}
+{{- $args = append $args (printf "--remote-cleanup-timeout=%s" $c.remoteCleanupTimeout) }}
+{{- $args = append $args (printf "--unregistered-source-mirrors=%s" $c.unregisteredSourceMirrors) }}
+{{- $args = append $args (printf "--cluster-probe-interval=%s" $c.clusterProbeInterval) }}
+{{- $args = append $args (printf "--cluster-probe-timeout=%s" $c.clusterProbeTimeout) }}
+{{- toJson $args }}
+{{- end }}

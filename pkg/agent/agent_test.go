@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"flag"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestParseResourceTypes(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []schema.GroupVersionKind
+		wantErr string
+	}{
+		{in: "Secret.v1, ConfigMap.v1", want: []schema.GroupVersionKind{{Version: "v1", Kind: "Secret"}, {Version: "v1", Kind: "ConfigMap"}}},
+		{in: "Ingress.v1.networking.k8s.io", want: []schema.GroupVersionKind{{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}}},
+		{in: "Middleware.v1alpha1.traefik.io", want: []schema.GroupVersionKind{{Group: "traefik.io", Version: "v1alpha1", Kind: "Middleware"}}},
+		{in: "Secret", wantErr: `"Secret"`},
+		{in: "secret.v1", wantErr: `"secret.v1"`},
+		{in: "Secret.", wantErr: `"Secret."`},
+		{in: "Secret.v1,.v1", wantErr: `".v1"`},
+		{in: " , ", wantErr: "no kind"},
+	}
+	for _, tt := range tests {
+		got, err := ParseResourceTypes(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ParseResourceTypes(%q) error = %v, want one naming %s", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tt.want) {
+			t.Fatalf("ParseResourceTypes(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("ParseResourceTypes(%q)[%d] = %v, want %v", tt.in, i, got[i], tt.want[i])
+			}
+		}
+	}
+}
+
+func parse(args ...string) (Options, error) {
+	var o Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	finish := o.BindFlags(fs, "fleetmirror-member", "local")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	return o, finish()
+}
+
+func TestFlags(t *testing.T) {
+	o, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.ResourceTypes) != 0 || !o.LazyWatchers || o.MaxTargets != 100 || o.ExcludedNamespaces[len(o.ExcludedNamespaces)-1] != o.Namespace {
+		t.Errorf("defaults: %+v", o)
+	}
+	for _, bad := range [][]string{
+		{"--resource-types=Role.v1.rbac.authorization.k8s.io"},
+		{"--resource-types=ServiceAccount.v1"},
+		{"--deny-kinds=lower"},
+		{"--max-targets=0"},
+	} {
+		if _, err := parse(bad...); err == nil {
+			t.Errorf("%v: accepted", bad)
+		}
+	}
+	if _, err := parse("--resource-types=RoleBinding.v1.rbac.authorization.k8s.io", "--allow-privilege-kinds"); err != nil {
+		t.Errorf("privilege kinds with the opt-in: %v", err)
+	}
+	o, err = parse("--deny-kinds=Widget.example.com,Service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []schema.GroupKind{{Group: "example.com", Kind: "Widget"}, {Kind: "Service"}}; len(o.DenyKinds) != 2 || o.DenyKinds[0] != want[0] || o.DenyKinds[1] != want[1] {
+		t.Errorf("deny kinds = %v, want %v", o.DenyKinds, want)
+	}
+}
+
+// FuzzParseResourceTypes checks that no flag value crashes the parser and
+// that every accepted kind is well formed.
+func FuzzParseResourceTypes(f *testing.F) {
+	for _, s := range []string{"Secret.v1", "Ingress.v1.networking.k8s.io", "a.b.c", ",,", "X..y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		kinds, err := ParseResourceTypes(s)
+		if err != nil {
+			return
+		}
+		for _, k := range kinds {
+			if k.Kind == "" || k.Version == "" || k.Kind[0] < 'A' || k.Kind[0] > 'Z' {
+				t.Fatalf("accepted %q as %v", s, k)
+			}
+		}
+	})
+}

@@ -1,0 +1,104 @@
+package hub
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const kubeconfigTemplate = `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://127.0.0.1:6443
+    CLUSTER
+contexts:
+- name: c
+  context: {cluster: c, user: u}
+current-context: c
+users:
+- name: u
+  user:
+    USER
+`
+
+func kubeconfig(cluster, user string) []byte {
+	return []byte(strings.NewReplacer("CLUSTER", cluster, "USER", user).Replace(kubeconfigTemplate))
+}
+
+func plainSecret(data []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"fleetmirror.io/cluster-name": "eu-1"}},
+		Data:       map[string][]byte{"value": data},
+	}
+}
+
+func TestParseRegistration(t *testing.T) {
+	tests := []struct {
+		name         string
+		secret       *corev1.Secret
+		allowPlugins bool
+		wantErr      string
+	}{
+		{"token", plainSecret(kubeconfig("insecure-skip-tls-verify: true", "token: abc")), false, ""},
+		{"exec plugin", plainSecret(kubeconfig("insecure-skip-tls-verify: true", "exec: {command: /bin/true, apiVersion: client.authentication.k8s.io/v1}")), false, "plugin"},
+		{"exec plugin allowed", plainSecret(kubeconfig("insecure-skip-tls-verify: true", "exec: {command: /bin/true, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never}")), true, ""},
+		{"token file", plainSecret(kubeconfig("insecure-skip-tls-verify: true", "tokenFile: /etc/passwd")), false, "files on the hub"},
+		{"ca file", plainSecret(kubeconfig("certificate-authority: /etc/ca.crt", "token: abc")), false, "CA file"},
+		{"garbage", plainSecret([]byte("{{{")), false, "does not parse"},
+		{"missing key", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"fleetmirror.io/cluster-name": "eu-1"}}}, false, "missing"},
+		{"bad name", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"fleetmirror.io/cluster-name": "EU_1"}}}, false, "invalid"},
+		{"capi secret of wrong type", &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "eu-1-kubeconfig", Labels: map[string]string{"cluster.x-k8s.io/cluster-name": "eu-1"}},
+			Type:       corev1.SecretTypeOpaque, Data: map[string][]byte{"value": kubeconfig("insecure-skip-tls-verify: true", "token: abc")},
+		}, false, "cluster.x-k8s.io/secret"},
+	}
+	for _, tt := range tests {
+		reg, err := parseRegistration(tt.secret, tt.allowPlugins)
+		if tt.wantErr == "" {
+			if err != nil || reg.name != "eu-1" || reg.config.Host != "https://127.0.0.1:6443" || reg.hash == "" {
+				t.Errorf("%s: got %+v, %v", tt.name, reg, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: error = %v, want one containing %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+func TestClusterName(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		labels map[string]string
+		want   string
+		ok     bool
+	}{
+		{"eu-1-kubeconfig", map[string]string{"cluster.x-k8s.io/cluster-name": "eu-1"}, "eu-1", true},
+		{"eu-1-ca", map[string]string{"cluster.x-k8s.io/cluster-name": "eu-1"}, "", false},
+		{"anything", map[string]string{"fleetmirror.io/cluster-name": "eu-2"}, "eu-2", true},
+		{"unlabelled", nil, "", false},
+	} {
+		got, ok := clusterName(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tt.name, Labels: tt.labels}})
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("clusterName(%s) = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// FuzzParseRegistration checks that no Secret content crashes the hub.
+func FuzzParseRegistration(f *testing.F) {
+	f.Add(kubeconfig("insecure-skip-tls-verify: true", "token: abc"), "eu-1")
+	f.Add([]byte("{"), "x")
+	f.Fuzz(func(t *testing.T, data []byte, name string) {
+		s := plainSecret(data)
+		s.Labels["fleetmirror.io/cluster-name"] = name
+		reg, err := parseRegistration(s, false)
+		if err == nil && (reg.config == nil || reg.name != name) {
+			t.Fatalf("accepted without a config: %+v", reg)
+		}
+	})
+}

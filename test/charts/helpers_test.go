@@ -1,0 +1,264 @@
+// Package charts_test renders charts/member and charts/hub with Helm and
+// asserts what a cluster would get: RBAC exactly as wide as the mirrored
+// kinds, hardened Pods, one flag per value, a schema that refuses typos, a
+// README that lists every value, and monitoring rules and dashboards that
+// only name metrics the binaries export.
+//
+// It runs bin/helm (built with `make tools` when missing; under -short a
+// missing helm skips the package) and builds cmd/member and cmd/hub.
+package charts_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// releaseName and releaseNamespace are the release every render uses.
+const (
+	releaseName      = "fm"
+	releaseNamespace = "fleetmirror-system"
+)
+
+// Charts under test: directory under charts/ and the binary it runs.
+var charts = []struct{ dir, binary string }{
+	{"member", "fleetmirror-member"},
+	{"hub", "fleetmirror-hub"},
+}
+
+var root = func() string {
+	abs, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		panic(err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	return abs
+}()
+
+var (
+	helmOnce sync.Once
+	helmPath string
+	helmErr  error
+)
+
+// helm returns the path of the pinned helm, building it with make when
+// missing. Under -short a missing helm skips the test instead.
+func helm(t *testing.T) string {
+	t.Helper()
+	helmOnce.Do(func() {
+		mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+		if err != nil {
+			helmErr = err
+			return
+		}
+		m := regexp.MustCompile(`(?m)^HELM_VERSION \?= (\S+)$`).FindSubmatch(mk)
+		if m == nil {
+			helmErr = fmt.Errorf("HELM_VERSION not found in the Makefile")
+			return
+		}
+		helmPath = filepath.Join(root, "bin", "helm-"+string(m[1]))
+		if _, err := os.Stat(helmPath); err == nil {
+			return
+		}
+		if testing.Short() {
+			helmErr = errSkip
+			return
+		}
+		// The Makefile's target for helm is its absolute path.
+		out, err := exec.Command("make", "-C", root, helmPath).CombinedOutput()
+		if err != nil {
+			helmErr = fmt.Errorf("building helm with make: %v\n%s", err, out)
+		}
+	})
+	if helmErr == errSkip {
+		t.Skipf("%s is missing and -short is set: run `make tools` to build it", helmPath)
+	}
+	if helmErr != nil {
+		t.Fatal(helmErr)
+	}
+	return helmPath
+}
+
+var errSkip = fmt.Errorf("skip")
+
+// Object is one rendered manifest.
+type Object struct {
+	Kind, Name, Namespace string
+	// Raw is the manifest as YAML, for decoding into a typed object.
+	Raw []byte
+	// Map is the manifest decoded generically.
+	Map map[string]any
+}
+
+// Manifests are the objects of one render.
+type Manifests []Object
+
+// Get returns the only object of kind whose name ends in suffix.
+func (ms Manifests) Get(t *testing.T, kind, suffix string) Object {
+	t.Helper()
+	var found []Object
+	for _, o := range ms {
+		if o.Kind == kind && strings.HasSuffix(o.Name, suffix) {
+			found = append(found, o)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one %s named *%s, found %d in %v", kind, suffix, len(found), ms.names())
+	}
+	return found[0]
+}
+
+// Kinds returns the objects of kind.
+func (ms Manifests) Kinds(kind string) []Object {
+	var out []Object
+	for _, o := range ms {
+		if o.Kind == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (ms Manifests) names() []string {
+	var out []string
+	for _, o := range ms {
+		out = append(out, o.Kind+"/"+o.Name)
+	}
+	return out
+}
+
+// Decode decodes the object into a typed Kubernetes object.
+func (o Object) Decode(t *testing.T, into any) {
+	t.Helper()
+	if err := yaml.UnmarshalStrict(o.Raw, into); err != nil {
+		t.Fatalf("decoding %s/%s: %v\n%s", o.Kind, o.Name, err, o.Raw)
+	}
+}
+
+// templateChart runs helm template on chart with the values (a nested map,
+// written to a file) and extra arguments, returning the output or helm's error.
+func templateChart(t *testing.T, chart string, values map[string]any, args ...string) (string, error) {
+	t.Helper()
+	return templateDir(t, filepath.Join(root, "charts", chart), values, args...)
+}
+
+// templateDir is templateChart for the chart in dir.
+func templateDir(t *testing.T, dir string, values map[string]any, args ...string) (string, error) {
+	t.Helper()
+	cmd := []string{"template", releaseName, dir, "--namespace", releaseNamespace}
+	if values != nil {
+		b, err := yaml.Marshal(values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd = append(cmd, "--values", f)
+	}
+	cmd = append(cmd, args...)
+	var stdout, stderr bytes.Buffer
+	c := exec.Command(helm(t), cmd...)
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		return "", fmt.Errorf("helm %s: %v: %s", strings.Join(cmd, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// render renders chart and fails the test when helm fails.
+func render(t *testing.T, chart string, values map[string]any, args ...string) Manifests {
+	t.Helper()
+	out, err := templateChart(t, chart, values, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseManifests(t, out)
+}
+
+var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
+
+func parseManifests(t *testing.T, out string) Manifests {
+	t.Helper()
+	var ms Manifests
+	for _, doc := range docSeparator.Split(out, -1) {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		meta, _ := m["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		ns, _ := meta["namespace"].(string)
+		kind, _ := m["kind"].(string)
+		ms = append(ms, Object{Kind: kind, Name: name, Namespace: ns, Raw: []byte(doc), Map: m})
+	}
+	return ms
+}
+
+// values builds a nested values map from dotted paths.
+func values(kv ...any) map[string]any {
+	out := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		set(out, kv[i].(string), kv[i+1])
+	}
+	return out
+}
+
+func set(m map[string]any, path string, v any) {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = v
+}
+
+// readYAML decodes a YAML file of the repository.
+func readYAML(t *testing.T, rel string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, into); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+}
+
+// leaves returns the dotted paths of the values: scalars, lists and empty
+// maps are leaves; other maps are descended into.
+func leaves(prefix string, v any) []string {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		return []string{prefix}
+	}
+	var out []string
+	for k, child := range m {
+		p := k
+		if prefix != "" {
+			p = prefix + "." + k
+		}
+		out = append(out, leaves(p, child)...)
+	}
+	slices.Sort(out)
+	return out
+}
