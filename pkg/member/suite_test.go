@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,7 +75,6 @@ type runningAgent struct {
 	cancel   context.CancelFunc
 	done     chan error
 	requests *requestLog
-	probes   string
 }
 
 // requestLog records method and URL of every request of one agent.
@@ -84,7 +82,6 @@ type requestLog struct {
 	mu      sync.Mutex
 	reqs    []string
 	details []request
-	n       atomic.Int64
 }
 
 // request is one recorded request with what the log lines leave out.
