@@ -77,12 +77,22 @@ type Kinds struct {
 	discoveredAt map[string]time.Time
 	idleSince    map[schema.GroupVersionKind]time.Time
 	needed       map[schema.GroupVersionKind]bool
+
+	trigger chan struct{}
+}
+
+// Trigger asks for a pass now, e.g. because a cluster joined.
+func (k *Kinds) Trigger() {
+	select {
+	case k.trigger <- struct{}{}:
+	default:
+	}
 }
 
 // NewKinds returns a Kinds; Run drives it.
 func NewKinds(o KindOptions) *Kinds {
 	return &Kinds{opts: o, discovered: map[string][]schema.GroupVersionKind{}, discoveredAt: map[string]time.Time{},
-		idleSince: map[schema.GroupVersionKind]time.Time{}, needed: map[schema.GroupVersionKind]bool{}}
+		idleSince: map[schema.GroupVersionKind]time.Time{}, needed: map[schema.GroupVersionKind]bool{}, trigger: make(chan struct{}, 1)}
 }
 
 // Needed lists the kinds watched now, sorted.
@@ -113,6 +123,7 @@ func (k *Kinds) Run(ctx context.Context, clusters func() []*Cluster) {
 			}
 			return
 		case <-t.C:
+		case <-k.trigger:
 		}
 	}
 }

@@ -60,6 +60,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	kinds := o.Kinds(annotations.ManagedByHub, events.KindSynced)
+	registry.onStarted = kinds.Trigger
 	if err := mgr.Add(agent.Runnable(func(ctx context.Context) error {
 		go kinds.Run(ctx, registry.Started)
 		agent.ReportMirrors(ctx, registry.Clusters)

@@ -69,6 +69,9 @@ type Registry struct {
 
 	ctx     context.Context
 	trigger chan struct{}
+	// onStarted is called when a cluster's watches run (the kinds to
+	// watch there are decided at once).
+	onStarted func()
 	// refused remembers the last refusal reported per Secret (sync loop only).
 	refused map[string]string
 	secrets []cache.SharedIndexInformer
@@ -304,6 +307,9 @@ func (r *Registry) startMember(parent context.Context, m *member) {
 		}
 		m.cluster.Start(ctx)
 		m.started.Store(true)
+		if r.onStarted != nil {
+			r.onStarted()
+		}
 		r.probe(ctx, m)
 	}()
 }
