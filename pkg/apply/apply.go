@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,8 +77,22 @@ type Applier struct {
 	// written remembers our last write of each mirror, so that a reconcile
 	// that runs before the cache shows that write neither rewrites the same
 	// content nor updates from a resourceVersion that is already gone.
-	written sync.Map // namespace/name -> write
+	written sync.Map // target -> write
+
+	// conflicts remembers names held by objects that are not ours, so that
+	// reconciles in quick succession (every namespace event re-reconciles
+	// every source) do not each send a create and a read that must fail.
+	conflicts sync.Map // target -> conflictMemo
 }
+
+type conflictMemo struct {
+	err   *ConflictError
+	until time.Time
+}
+
+// conflictTTL bounds how long a conflict is taken as known without asking
+// the API server again.
+const conflictTTL = 30 * time.Second
 
 type acceptance struct{ live, want string }
 
@@ -150,7 +165,17 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		return a.updateOrRefresh(ctx, key, res, w.resourceVersion, want, sourceVerified)
 	}
 	if !cached {
-		return a.create(ctx, key, res, want, sourceVerified)
+		if v, ok := a.conflicts.Load(key); ok && time.Now().Before(v.(conflictMemo).until) {
+			return Conflict, v.(conflictMemo).err
+		}
+		out, err := a.create(ctx, key, res, want, sourceVerified)
+		var ce *ConflictError
+		if errors.As(err, &ce) {
+			a.conflicts.Store(key, conflictMemo{err: ce, until: time.Now().Add(conflictTTL)})
+		} else {
+			a.conflicts.Delete(key)
+		}
+		return out, err
 	}
 	if err := a.checkOwner(live, want); err != nil {
 		return Conflict, err
@@ -422,5 +447,6 @@ func (a *Applier) Forget(cluster string, gvk schema.GroupVersionKind, mirror *un
 	if v, ok := a.written.Load(key); ok && v.(write).uid == mirror.GetUID() {
 		a.written.Delete(key)
 	}
+	a.conflicts.Delete(key) // the name may be free now
 	a.accepted.Delete(mirror.GetUID())
 }

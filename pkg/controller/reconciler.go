@@ -80,6 +80,10 @@ const retryStale = 2 * time.Second
 // unreachable cluster is looked at again; a reconnect also wakes it.
 const retryUnreachable = 30 * time.Second
 
+// retryConflict is how soon a source with conflicting targets is looked at
+// again.
+const retryConflict = time.Minute
+
 // Reconcile brings the mirrors of one source to the desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
 	res, err := r.reconcile(ctx, key)
@@ -337,6 +341,11 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	}
 	if len(plan.Unreachable) > 0 {
 		return reconcile.Result{RequeueAfter: retryUnreachable}, nil
+	}
+	if len(sum.conflicts) > 0 {
+		// Objects that are not ours are not watched: look again now and
+		// then, so the mirror appears once the name is free.
+		return reconcile.Result{RequeueAfter: retryConflict}, nil
 	}
 	return reconcile.Result{}, nil
 }
