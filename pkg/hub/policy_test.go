@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	. "github.com/onsi/gomega"
 )
 
@@ -31,4 +32,28 @@ func TestAllowedSourcePolicy(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(BeNil())
 	g.Expect(no.Finalizers).To(BeEmpty())
+}
+
+// --unregistered-source-mirrors=delete removes the remote mirrors of
+// sources whose cluster left the fleet.
+func TestUnregisteredSourceMirrorsDeleted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	hubAgent.stop()
+	hubAgent = startHub("--unregistered-source-mirrors=delete")
+	t.Cleanup(func() {
+		_ = registerB(nil)
+		hubAgent.stop()
+		hubAgent = startHub()
+	})
+
+	src, shared := uniq("src"), uniq("shared")
+	mkNamespaces(t, src, memB)
+	mkNamespaces(t, shared, memA)
+	s := sourceSecret(src, "leaving", "member-a/"+shared, map[string]string{"k": "v"})
+	g.Expect(memB.Client.Create(ctx, s)).To(Succeed())
+	eventuallySecret(t, memA, shared, "leaving", nil)
+
+	g.Expect(fleettest.Unregister(ctx, hubC.Client, secretsNS, memB)).To(Succeed())
+	eventuallyGone(t, memA, shared, "leaving")
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -214,6 +217,9 @@ func (r *Registry) sync(ctx context.Context) {
 		r.mu.Lock()
 		delete(r.members, m.name)
 		r.mu.Unlock()
+		if _, again := want[m.name]; !again {
+			releaseSources(ctx, m.cluster)
+		}
 		r.stopMember(m)
 		if _, again := want[m.name]; !again {
 			metrics.ForgetCluster(m.name)
@@ -424,4 +430,36 @@ func boolFloat(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// releaseSources removes the hub's finalizer from the sources of a cluster
+// that leaves the fleet, while its connection still works, so that they
+// can be deleted later. It tries for a bounded time; a cluster unreachable
+// now keeps the finalizer, which is logged (remove it by hand).
+func releaseSources(ctx context.Context, c *clusters.Cluster) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.Name())
+	for _, gvk := range c.Watched() {
+		mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			continue
+		}
+		for _, src := range c.Sources(gvk) {
+			fins := src.GetFinalizers()
+			if !slices.Contains(fins, Finalizer) {
+				continue
+			}
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+				"resourceVersion": src.GetResourceVersion(),
+				"finalizers":      slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == Finalizer }),
+			}})
+			_, err := c.Metadata.Resource(mapping.Resource).Namespace(src.GetNamespace()).
+				Patch(ctx, src.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+			if err != nil && !apierrors.IsNotFound(err) {
+				log.Info("Could not remove the hub's finalizer from a source of a cluster leaving the fleet; remove it by hand",
+					"gvk", gvk.String(), "namespace", src.GetNamespace(), "name", src.GetName(), "finalizer", Finalizer, "error", err.Error())
+			}
+		}
+	}
 }
