@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 )
 
 func TestParseResourceTypes(t *testing.T) {
@@ -99,4 +100,23 @@ func FuzzParseResourceTypes(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestConfigAppliesRateLimits(t *testing.T) {
+	o, err := parse("--kube-api-qps=37", "--kube-api-burst=73")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := &rest.Config{Host: "https://example.invalid", QPS: 5, Burst: 10}
+	o.RESTConfig = base
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.QPS != 37 || cfg.Burst != 73 {
+		t.Errorf("QPS/Burst = %v/%v, want 37/73", cfg.QPS, cfg.Burst)
+	}
+	if base.QPS != 5 {
+		t.Error("the caller's config was changed")
+	}
 }
