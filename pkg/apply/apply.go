@@ -208,6 +208,13 @@ func (a *Applier) reconcileLive(ctx context.Context, key target, res dynamic.Res
 	if err := a.checkOwner(full, want); err != nil {
 		return Conflict, err
 	}
+	if wantHash := want.GetAnnotations()[annotations.AnnotationContentHash]; desired.Hash(full) == wantHash {
+		// Everything we propagate is in place; only our bookkeeping (such
+		// as the source's resourceVersion) differs, which is no reason to
+		// write.
+		a.remember(key, full, wantHash)
+		return Unchanged, nil
+	}
 	if a.onlyServerAdditions(full, want) {
 		return Unchanged, nil
 	}
@@ -230,8 +237,8 @@ func (a *Applier) onlyServerAdditions(full, want *unstructured.Unstructured) boo
 		}
 	}
 	if !subset(desired.Content(want), desired.Content(full)) ||
-		!subsetStrings(want.GetLabels(), full.GetLabels()) ||
-		!subsetStrings(want.GetAnnotations(), full.GetAnnotations()) {
+		!subsetStrings(propagated(want.GetLabels()), full.GetLabels()) ||
+		!subsetStrings(propagated(want.GetAnnotations()), full.GetAnnotations()) {
 		return false
 	}
 	a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(full), want: want.GetAnnotations()[annotations.AnnotationContentHash]})
@@ -429,6 +436,18 @@ func subset(want, have any) bool {
 	default:
 		return fmt.Sprint(want) == fmt.Sprint(have)
 	}
+}
+
+// propagated drops control keys: they are our bookkeeping, compared by
+// ownership checks, not content.
+func propagated(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !strings.HasPrefix(k, annotations.Prefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func subsetStrings(want, have map[string]string) bool {

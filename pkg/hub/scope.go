@@ -64,6 +64,11 @@ func (s *fleetScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 			p.Unreachable = append(p.Unreachable, m.name)
 			continue
 		}
+		if synced, _ := m.cluster.KindSynced(src.GroupVersionKind()); !synced {
+			// The kind's watches in that cluster are starting; when they
+			// have synced, this source is reconciled again (KindSynced).
+			continue
+		}
 		p.Clusters++
 		res := targets.Resolve(patterns, "", fmcontroller.Namespaces(m.cluster), s.policy, 0)
 		for _, ns := range res.Namespaces {
