@@ -69,8 +69,8 @@ demo: build ## Run a local hub and two members with the agents (Ctrl-C stops all
 	go run ./hack/localfleet
 
 .PHONY: bench
-bench: ## Run the benchmarks (test/bench)
-	@if [[ -d test/bench ]]; then go run ./test/bench; \
+bench: ## Run the benchmarks (test/bench); flags in BENCH_FLAGS, e.g. BENCH_FLAGS='-workload hub'
+	@if [[ -d test/bench ]]; then go run ./test/bench $(BENCH_FLAGS); \
 	else echo "bench: test/bench does not exist yet; it is tracked by the benchmark issue"; fi
 
 .PHONY: docker-build

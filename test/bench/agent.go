@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// stopGrace is how long an agent has to exit after SIGTERM before its
+// process group is killed.
+const stopGrace = 15 * time.Second
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat
+// (100 on every Linux platform Go supports).
+const clockTicks = 100
+
+// agent is one fleetmirror process, the leader of a process group of its
+// own; whatever it starts goes with it.
+type agent struct {
+	name    string
+	bin     string
+	args    []string
+	logPath string
+	// metricsAddr, probeAddr and pprofAddr are host:port on loopback;
+	// pprofAddr is empty unless profiling was asked for.
+	metricsAddr, probeAddr, pprofAddr string
+
+	cmd       *exec.Cmd
+	startedAt time.Time
+	exited    chan struct{} // closed once the process has exited and been reaped
+	err       error
+}
+
+// newAgent prepares an agent with free loopback ports for its endpoints.
+// base are the flags before the endpoint flags; extra follow them.
+func newAgent(name, bin, logPath string, pprof bool, base []string, extra ...string) (*agent, error) {
+	a := &agent{name: name, bin: bin, logPath: logPath}
+	var err error
+	if a.metricsAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if a.probeAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	a.args = append(append([]string{}, base...),
+		"--metrics-bind-address", a.metricsAddr,
+		"--health-probe-bind-address", a.probeAddr)
+	if pprof {
+		if a.pprofAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		a.args = append(a.args, "--pprof-bind-address", a.pprofAddr)
+	}
+	a.args = append(a.args, extra...)
+	return a, nil
+}
+
+// start starts the process; startedAt is taken just before the exec, so
+// that times measured from it include the agent's own start-up.
+func (a *agent) start() error {
+	logFile, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "\n=== %s %s %s\n", time.Now().Format(time.RFC3339Nano), a.bin, strings.Join(a.args, " "))
+	cmd := exec.Command(a.bin, a.args...) //nolint:gosec // the agent binary this program built, with its own flags
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// A group of its own keeps the terminal's Ctrl-C away from it (the bench
+	// stops it in order) and lets stop reach its children; the parent-death
+	// signal kills it if the bench dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	a.exited = make(chan struct{})
+	a.err = nil
+	a.startedAt = time.Now()
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting %s: %w", a.name, err)
+	}
+	a.cmd = cmd
+	exited := a.exited
+	go func() {
+		err := cmd.Wait()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = logFile.Close()
+		a.err = err
+		close(exited)
+	}()
+	return nil
+}
+
+// running reports whether the process has not exited.
+func (a *agent) running() bool {
+	if a.cmd == nil {
+		return false
+	}
+	select {
+	case <-a.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM to the process group and waits for the agent to exit,
+// killing the group after stopGrace. Stopping a stopped agent does nothing.
+func (a *agent) stop() error {
+	if !a.running() {
+		return nil
+	}
+	pid := a.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(stopGrace):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-a.exited
+		return fmt.Errorf("%s did not stop within %s after SIGTERM; killed", a.name, stopGrace)
+	}
+	var exit *exec.ExitError
+	if a.err != nil && !(errors.As(a.err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled()) {
+		return fmt.Errorf("%s exited with %w", a.name, a.err)
+	}
+	return nil
+}
+
+// failed returns an error when the agent exited by itself.
+func (a *agent) failed() error {
+	if a.cmd != nil && !a.running() {
+		return fmt.Errorf("%s exited unexpectedly (%v); see %s", a.name, a.err, a.logPath)
+	}
+	return nil
+}
+
+// usage is what the agent process used so far.
+type usage struct {
+	PeakRSSMiB float64 `json:"peakRSSMiB"` // VmHWM
+	RSSMiB     float64 `json:"rssMiB"`     // VmRSS now
+	// RSSAnonMiB and RSSFileMiB split VmRSS now: the heap and stacks, and
+	// the pages of the binary (code, read-only data) mapped from its file.
+	RSSAnonMiB float64 `json:"rssAnonMiB"`
+	RSSFileMiB float64 `json:"rssFileMiB"`
+	CPUSeconds float64 `json:"cpuSeconds"` // utime + stime
+	// Go runtime figures from the agent's /metrics, when read.
+	Goroutines   float64 `json:"goroutines,omitempty"`
+	HeapInuseMiB float64 `json:"heapInuseMiB,omitempty"`
+	GoSysMiB     float64 `json:"goSysMiB,omitempty"`
+}
+
+// usage reads /proc of the running agent: VmHWM, VmRSS, utime+stime. The
+// rusage of the reaped process would not do: its maxrss counts the pages of
+// the parent the child shared until exec, the bench's own.
+func (a *agent) usage() (usage, error) {
+	if !a.running() {
+		return usage{}, fmt.Errorf("%s is not running", a.name)
+	}
+	return procUsage(a.cmd.Process.Pid)
+}
+
+func procUsage(pid int) (usage, error) {
+	var u usage
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	for line := range strings.Lines(string(status)) {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		kb, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		switch key {
+		case "VmHWM":
+			u.PeakRSSMiB = kb / 1024
+		case "VmRSS":
+			u.RSSMiB = kb / 1024
+		case "RssAnon":
+			u.RSSAnonMiB = kb / 1024
+		case "RssFile":
+			u.RSSFileMiB = kb / 1024
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// Fields after the parenthesised command name start with the state
+	// (field 3); utime and stime are fields 14 and 15.
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return u, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return u, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	u.CPUSeconds = (utime + stime) / clockTicks
+	return u, nil
+}
+
+// waitReady waits until /readyz answers 200 and returns when it first did.
+func (a *agent) waitReady(ctx context.Context, timeout time.Duration) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	url := "http://" + a.probeAddr + "/readyz"
+	for {
+		if code, err := httpGet(ctx, url, io.Discard); err == nil && code == http.StatusOK {
+			return time.Now(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%s: %s not ready: %w", a.name, url, ctx.Err())
+		case <-a.exited:
+			return time.Time{}, a.failed()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// scrape reads the agent's /metrics.
+func (a *agent) scrape(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var body bytes.Buffer
+	url := "http://" + a.metricsAddr + "/metrics"
+	code, err := httpGet(ctx, url, &body)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: status %d", url, code)
+	}
+	return parseMetrics(&body)
+}
+
+// idleQuiet is how long the agent's reconcile count must stay still, with
+// empty queues and no busy worker, for it to count as idle.
+const idleQuiet = 1500 * time.Millisecond
+
+// waitIdle waits until the agent has reconciled at least minReconciles
+// times since it started, its work queues are empty, no worker is busy and
+// its reconcile count has not moved for idleQuiet. It returns the time of
+// the last change of the reconcile count seen, an estimate of when the
+// agent's work ended.
+func (a *agent) waitIdle(ctx context.Context, minReconciles float64, timeout time.Duration) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last, lastChange := -1.0, time.Now()
+	for {
+		fams, err := a.scrape(ctx)
+		if err == nil {
+			rec := sum(fams, "controller_runtime_reconcile_total")
+			busy := sum(fams, "workqueue_depth") + sum(fams, "controller_runtime_active_workers")
+			now := time.Now()
+			if rec != last {
+				last, lastChange = rec, now
+			}
+			if busy == 0 && rec >= minReconciles && now.Sub(lastChange) >= idleQuiet {
+				return lastChange, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%s did not become idle (reconciles %v, want >= %v): %w", a.name, last, minReconciles, ctx.Err())
+		case <-a.exited:
+			return time.Time{}, a.failed()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
+}
+
+// httpGet sends GET url, copies the body to w and returns the status code.
+func httpGet(ctx context.Context, url string, w io.Writer) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, err = io.Copy(w, resp.Body)
+	return resp.StatusCode, err
+}
+
+// parseMetrics parses the Prometheus text format.
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing metrics: %w", err)
+	}
+	return fams, nil
+}
+
+// sum adds up every series of family name (counters, gauges, untyped).
+func sum(fams map[string]*dto.MetricFamily, name string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	var total float64
+	for _, m := range f.GetMetric() {
+		total += metricValue(m)
+	}
+	return total
+}
+
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+
+// label returns the value of label name of m.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}

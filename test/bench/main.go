@@ -1,0 +1,221 @@
+// Command bench measures fleetmirror against real API servers: initial
+// convergence, update propagation, new namespaces, deletion, API cost per
+// phase, the agent's memory and CPU, and the floor a plain client reaches on
+// the same machine. It is driven by `make bench` (BENCH_FLAGS passes flags).
+//
+// Every workload starts fresh envtest API servers (pkg/fleettest), seeds
+// them, and only then starts the agent binary as a separate process, so
+// that its memory and CPU are its own. Mirrors are observed through
+// label-selected informers in this process, never by polling. Results are
+// printed as a table and written to <out>/<workload>.json.
+//
+// Benchmarks print figures; they do not pass or fail. The targets of the
+// benchmark issue are printed beside the figures as a reading aid.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+)
+
+// Workload names.
+const (
+	wlMemberSmall = "member-small"
+	wlMemberLarge = "member-large"
+	wlHub         = "hub"
+	wlHubChurn    = "hub-churn"
+)
+
+var allWorkloads = []string{wlMemberSmall, wlMemberLarge, wlHub, wlHubChurn}
+
+// scale is the size of a workload; every field is a flag.
+type scale struct {
+	Namespaces int `json:"namespaces"` // target namespaces per target cluster
+	Sources    int `json:"sources"`
+	Noise      int `json:"noise"`   // unrelated, unlabelled Secrets and ConfigMaps
+	Members    int `json:"members"` // member clusters (hub workloads)
+	Updates    int `json:"updates"` // timed source updates
+	Cycles     int `json:"cycles"`  // register/unregister cycles (hub-churn)
+}
+
+// defaults are the workloads of the benchmark issue.
+var defaults = map[string]scale{
+	wlMemberSmall: {Namespaces: 200, Sources: 6, Noise: 2000, Updates: 100},
+	wlMemberLarge: {Namespaces: 500, Sources: 20, Noise: 5000, Updates: 100},
+	wlHub:         {Namespaces: 100, Sources: 10, Members: 5, Updates: 100},
+	wlHubChurn:    {Namespaces: 20, Sources: 4, Members: 1, Cycles: 50},
+}
+
+// options are the command line.
+type options struct {
+	workload     string
+	override     scale
+	set          map[string]bool // flags given explicitly
+	out          string
+	workers      int
+	timeout      time.Duration
+	pprof        bool
+	agentArgs    string
+	keepLogs     bool
+	floorWorkers int
+	updateGap    time.Duration
+	churnDelete  bool
+	settle       time.Duration
+}
+
+// scaleFor returns the workload's default scale with the flags given applied.
+func (o *options) scaleFor(workload string) scale {
+	s := defaults[workload]
+	pick := func(name string, dst *int, v int) {
+		if o.set[name] {
+			*dst = v
+		}
+	}
+	pick("namespaces", &s.Namespaces, o.override.Namespaces)
+	pick("sources", &s.Sources, o.override.Sources)
+	pick("noise", &s.Noise, o.override.Noise)
+	pick("members", &s.Members, o.override.Members)
+	pick("updates", &s.Updates, o.override.Updates)
+	pick("cycles", &s.Cycles, o.override.Cycles)
+	return s
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	fs.StringVar(&o.workload, "workload", wlMemberSmall, "Workload: "+strings.Join(allWorkloads, " | ")+" | all.")
+	fs.IntVar(&o.override.Namespaces, "namespaces", 0, "Target namespaces per target cluster (default: the workload's).")
+	fs.IntVar(&o.override.Sources, "sources", 0, "Source objects, half Secrets and half ConfigMaps (default: the workload's).")
+	fs.IntVar(&o.override.Noise, "noise", 0, "Unrelated unlabelled Secrets and ConfigMaps (default: the workload's).")
+	fs.IntVar(&o.override.Members, "members", 0, "Member clusters of hub workloads; for hub-churn the stable ones beside the churning one (default: the workload's).")
+	fs.IntVar(&o.override.Updates, "updates", 0, "Timed source updates (default: the workload's).")
+	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
+	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")
+	fs.IntVar(&o.workers, "seed-workers", 32, "Concurrent writers when seeding a workload.")
+	fs.IntVar(&o.floorWorkers, "floor-workers", 32, "Concurrent writers of the floor measurement.")
+	fs.DurationVar(&o.updateGap, "update-gap", 0, "Pause between timed updates (0: back to back, each starting when the previous one has propagated).")
+	fs.BoolVar(&o.churnDelete, "churn-delete-mirrors", false, "hub-churn: delete the churned member's mirrors after each unregistration, so that each registration creates them anew.")
+	fs.DurationVar(&o.settle, "settle", 10*time.Second, "hub-churn: how long the idle hub settles before its goroutines and memory are read, before and after the churn (client-go closes idle connections after 90s; longer settles let connections to the unregistered member close).")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Longest wait for one measured event (convergence, one update, ...).")
+	fs.BoolVar(&o.pprof, "pprof", false, "Start the agent with --pprof-bind-address on a free port (printed) to profile it during the run.")
+	fs.StringVar(&o.agentArgs, "agent-args", "", "Extra flags for the agent, space-separated, appended to the standard ones.")
+	fs.BoolVar(&o.keepLogs, "keep-logs", true, "Keep the agents' logs in <out>/logs.")
+	_ = fs.Parse(os.Args[1:])
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+
+	workloads := []string{o.workload}
+	if o.workload == "all" {
+		workloads = allWorkloads
+	} else if _, ok := defaults[o.workload]; !ok {
+		fmt.Fprintf(os.Stderr, "bench: unknown workload %q (want %s or all)\n", o.workload, strings.Join(allWorkloads, ", "))
+		return 2
+	}
+
+	// The bench's own clients log nothing worth reading.
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root, err := fleettest.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if !filepath.IsAbs(o.out) {
+		o.out = filepath.Join(root, o.out)
+	}
+	if err := os.MkdirAll(filepath.Join(o.out, "logs"), 0o750); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	work, err := os.MkdirTemp("", "fleetmirror-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+
+	progress("Building the agents")
+	bins, err := buildBinaries(ctx, root, work)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if _, err := fleettest.Assets(); err != nil { // builds the API server once, before any timing
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+
+	code := 0
+	for _, w := range workloads {
+		if ctx.Err() != nil {
+			break
+		}
+		b := &bench{opts: &o, workload: w, scale: o.scaleFor(w), bins: bins, work: filepath.Join(work, w)}
+		res, err := b.run(ctx)
+		if res != nil {
+			res.print(os.Stdout)
+			path := filepath.Join(o.out, w+".json")
+			if werr := res.write(path); werr != nil {
+				err = errors.Join(err, werr)
+			} else {
+				fmt.Printf("\nwritten to %s\n\n", path)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench %s: %v\n", w, err)
+			code = 1
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "bench: interrupted")
+		return 130
+	}
+	return code
+}
+
+// binaries are the agents built for this run.
+type binaries struct {
+	Member, Hub string
+}
+
+// buildBinaries builds both agents once, without the race detector: the
+// figures are those of the shipped binaries.
+func buildBinaries(ctx context.Context, root, dir string) (binaries, error) {
+	b := binaries{Member: filepath.Join(dir, "fleetmirror-member"), Hub: filepath.Join(dir, "fleetmirror-hub")}
+	for out, pkg := range map[string]string{b.Member: "./cmd/member", b.Hub: "./cmd/hub"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg) //nolint:gosec // fixed packages of this repository
+		cmd.Dir = root
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return b, fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+		}
+	}
+	return b, nil
+}
+
+// progress prints a progress line on stderr, so that stdout holds the results.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,361 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is everything measured in one workload; it is written as JSON.
+type Result struct {
+	Workload string    `json:"workload"`
+	Started  time.Time `json:"started"`
+	Machine  machine   `json:"machine"`
+	Scale    scale     `json:"scale"`
+	Agent    agentInfo `json:"agent"`
+	// Error is set when the workload did not run to its end.
+	Error string `json:"error,omitempty"`
+
+	ExpectedMirrors int           `json:"expectedMirrors"`
+	SeedSeconds     float64       `json:"seedSeconds"`
+	Floor           *floor        `json:"floor,omitempty"`
+	Convergence     *convergence  `json:"convergence,omitempty"`
+	Updates         *latencies    `json:"updates,omitempty"`
+	NewNamespace    *timed        `json:"newNamespace,omitempty"`
+	Deletion        *timed        `json:"deletion,omitempty"`
+	Resync          *resync       `json:"resync,omitempty"`
+	NoiseProbe      *noiseProbe   `json:"noiseProbe,omitempty"`
+	EndState        *endState     `json:"endState,omitempty"`
+	Resources       resources     `json:"resources"`
+	Churn           *churn        `json:"churn,omitempty"`
+	Phases          []*phase      `json:"phases"`
+	Targets         []targetCheck `json:"targets"`
+	Notes           []string      `json:"notes"`
+}
+
+type machine struct {
+	CPUs          int     `json:"cpus"`
+	CPUModel      string  `json:"cpuModel,omitempty"`
+	MemoryGiB     float64 `json:"memoryGiB"`
+	OS            string  `json:"os"`
+	Go            string  `json:"go"`
+	KubeAPIServer string  `json:"kubeAPIServer"`
+	// LoadAvgStart and LoadAvgEnd are /proc/loadavg around the run: other
+	// work on the machine makes the figures noisy.
+	LoadAvgStart string `json:"loadAvgStart"`
+	LoadAvgEnd   string `json:"loadAvgEnd"`
+}
+
+type agentInfo struct {
+	Binary string   `json:"binary"`
+	Args   []string `json:"args"`
+	Log    string   `json:"log"`
+	Pprof  string   `json:"pprof,omitempty"`
+}
+
+type floor struct {
+	Objects int     `json:"objects"`
+	Workers int     `json:"workers"`
+	Seconds float64 `json:"seconds"`
+	// Ratio is the agent's convergence over the floor.
+	Ratio float64 `json:"ratio"`
+}
+
+type convergence struct {
+	Mirrors int     `json:"mirrors"`
+	Seconds float64 `json:"seconds"` // process start to the last mirror
+	// ReadySeconds is process start to /readyz answering 200.
+	ReadySeconds float64 `json:"readySeconds"`
+}
+
+type latencies struct {
+	Count            int       `json:"count"`
+	MirrorsPerUpdate int       `json:"mirrorsPerUpdate"`
+	P50              float64   `json:"p50"`
+	P95              float64   `json:"p95"`
+	P99              float64   `json:"p99"`
+	Max              float64   `json:"max"`
+	Mean             float64   `json:"mean"`
+	Samples          []float64 `json:"samples"`
+	// AgentWritesPerUpdate is the agent's writes to Secrets and ConfigMaps
+	// in the phase over the number of updates; it should equal
+	// MirrorsPerUpdate.
+	AgentWritesPerUpdate float64 `json:"agentWritesPerUpdate"`
+}
+
+type timed struct {
+	Mirrors int     `json:"mirrors"`
+	Seconds float64 `json:"seconds"`
+}
+
+type resync struct {
+	ReadySeconds float64 `json:"readySeconds"` // restart to /readyz
+	IdleSeconds  float64 `json:"idleSeconds"`  // restart to the last reconcile
+	// MirrorWrites are the agent's writes to Secrets and ConfigMaps from the
+	// restart until idle; Writes adds Events.
+	MirrorWrites float64 `json:"mirrorWrites"`
+	Writes       float64 `json:"writes"`
+	// ObjectsServed is Secrets and ConfigMaps handed out by LISTs and
+	// watches (all clients) while the agent filled its caches;
+	// LabelledObjects is how many carry the labels the agent selects on.
+	ObjectsServed   float64 `json:"objectsServed"`
+	LabelledObjects int     `json:"labelledObjects"`
+}
+
+// noiseProbe counts the watch events sent for new unlabelled Secrets and
+// ConfigMaps, with the agent running and stopped.
+type noiseProbe struct {
+	Objects            int     `json:"objects"`
+	WatchEventsRunning float64 `json:"watchEventsRunning"`
+	WatchEventsStopped float64 `json:"watchEventsStopped"`
+	AgentWatchEvents   float64 `json:"agentWatchEvents"`
+}
+
+type endState struct {
+	Mirrors  int `json:"mirrors"`
+	Expected int `json:"expected"`
+	Extra    int `json:"extra"`
+	Wrong    int `json:"wrong"`
+}
+
+type resources struct {
+	// Agent is the first agent process, from start through the deletion phase.
+	Agent *usage `json:"agent,omitempty"`
+	// Restarted is the process started for the resync phase.
+	Restarted *usage `json:"restarted,omitempty"`
+}
+
+type phase struct {
+	Name     string                 `json:"name"`
+	Seconds  float64                `json:"seconds"`
+	Clusters map[string]clusterCost `json:"clusters"`
+	// SyncOps is the agent's fleetmirror_sync_operations_total by result.
+	SyncOps map[string]float64 `json:"syncOps,omitempty"`
+}
+
+type targetCheck struct {
+	Name   string `json:"name"`
+	Target string `json:"target"`
+	Got    string `json:"got"`
+	Met    bool   `json:"met"`
+}
+
+func newResult(workload string, s scale) *Result {
+	return &Result{Workload: workload, Started: time.Now(), Machine: machineFacts(), Scale: s}
+}
+
+// summarize computes nearest-rank percentiles of samples, in seconds.
+func summarize(samples []float64) *latencies {
+	l := &latencies{Count: len(samples), Samples: samples}
+	if len(samples) == 0 {
+		return l
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	rank := func(q float64) float64 { return s[max(0, int(math.Ceil(q*float64(len(s))))-1)] }
+	l.P50, l.P95, l.P99, l.Max = rank(0.50), rank(0.95), rank(0.99), s[len(s)-1]
+	var total float64
+	for _, v := range s {
+		total += v
+	}
+	l.Mean = total / float64(len(s))
+	return l
+}
+
+// finish records the error and compares the figures with the issue's targets.
+func (r *Result) finish(err error) {
+	if err != nil {
+		r.Error = err.Error()
+	}
+	r.Notes = append(r.Notes,
+		"API cost: agent = the API server's apiserver_request_total delta minus the bench's own requests (counted by its client transport); it includes the API server's own loopback traffic (leases, endpoints), never Secrets or ConfigMaps.",
+		"Mirror content is judged by comparing a digest of each mirror's data with the digest of the data last written to its source, not by the agent's content-hash annotation.",
+		"WATCH requests appear in apiserver_request_total only when they end.",
+	)
+	check := func(name, target, got string, met bool) {
+		r.Targets = append(r.Targets, targetCheck{Name: name, Target: target, Got: got, Met: met})
+	}
+	secs := func(v float64) string { return fmt.Sprintf("%.3fs", v) }
+	mib := func(v float64) string { return fmt.Sprintf("%.1f MiB", v) }
+	if c := r.Convergence; c != nil {
+		switch r.Workload {
+		case wlMemberSmall:
+			check("converge", "<= 3s", secs(c.Seconds), c.Seconds <= 3)
+		case wlMemberLarge:
+			if r.Floor != nil {
+				check("converge / floor", "<= 1.5", fmt.Sprintf("%.2f", r.Floor.Ratio), r.Floor.Ratio <= 1.5)
+			}
+		case wlHub:
+			check("converge", "<= 30s", secs(c.Seconds), c.Seconds <= 30)
+		}
+	}
+	if u := r.Updates; u != nil && u.Count > 0 {
+		switch r.Workload {
+		case wlMemberSmall:
+			check("update p95", "<= 300ms", secs(u.P95), u.P95 <= 0.3)
+		case wlMemberLarge:
+			check("update p95", "<= 1s", secs(u.P95), u.P95 <= 1)
+		case wlHub:
+			check("update p99", "<= 2s", secs(u.P99), u.P99 <= 2)
+		}
+		check("writes per update", fmt.Sprintf("= %d mirrors", u.MirrorsPerUpdate), fmt.Sprintf("%.2f", u.AgentWritesPerUpdate),
+			math.Abs(u.AgentWritesPerUpdate-float64(u.MirrorsPerUpdate)) < 0.005)
+	}
+	if a := r.Resources.Agent; a != nil {
+		limit := map[string]float64{wlMemberSmall: 50, wlMemberLarge: 100, wlHub: 150}[r.Workload]
+		if limit > 0 {
+			check("peak RSS", fmt.Sprintf("<= %.0f MiB", limit), mib(a.PeakRSSMiB), a.PeakRSSMiB <= limit)
+		}
+	}
+	if s := r.Resync; s != nil {
+		check("writes on resync (Secrets/ConfigMaps)", "0", fmt.Sprintf("%.0f", s.MirrorWrites), s.MirrorWrites == 0)
+		if noise := float64(r.Scale.Noise); noise > 0 {
+			check("no LIST/WATCH of unlabelled objects (restart)", fmt.Sprintf("served - labelled < %.0f (half the noise)", noise/2),
+				fmt.Sprintf("%.0f served, %d labelled", s.ObjectsServed, s.LabelledObjects), s.ObjectsServed-float64(s.LabelledObjects) < noise/2)
+		}
+	}
+	if p := r.NoiseProbe; p != nil {
+		check("no watch of unlabelled objects (probe)", "0 watch events to the agent", fmt.Sprintf("%.0f for %d new objects", p.AgentWatchEvents, p.Objects), p.AgentWatchEvents == 0)
+	}
+	if e := r.EndState; e != nil {
+		check("mirrors at the end", fmt.Sprintf("%d, all current", e.Expected), fmt.Sprintf("%d (%d extra, %d stale/missing)", e.Mirrors, e.Extra, e.Wrong),
+			e.Mirrors == e.Expected && e.Extra == 0 && e.Wrong == 0)
+	}
+	if c := r.Churn; c != nil && c.After != nil && c.Before != nil {
+		check("hub goroutines after churn", fmt.Sprintf("<= %.0f (before)", c.Before.Goroutines), fmt.Sprintf("%.0f", c.After.Goroutines), c.After.Goroutines <= c.Before.Goroutines)
+		check("hub RSS after churn", fmt.Sprintf("<= %.1f MiB (before +10%%)", c.Before.RSSMiB*1.1), mib(c.After.RSSMiB), c.After.RSSMiB <= c.Before.RSSMiB*1.1)
+	}
+}
+
+func (r *Result) write(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o600)
+}
+
+// print writes the readable tables.
+func (r *Result) print(w io.Writer) {
+	fmt.Fprintf(w, "\n== %s  (%s)\n", r.Workload, r.Started.Format(time.RFC3339))
+	m := r.Machine
+	fmt.Fprintf(w, "machine: %d CPUs (%s), %.1f GiB, %s, %s, kube-apiserver %s, load %s -> %s\n",
+		m.CPUs, m.CPUModel, m.MemoryGiB, m.OS, m.Go, m.KubeAPIServer, m.LoadAvgStart, m.LoadAvgEnd)
+	s := r.Scale
+	fmt.Fprintf(w, "scale: %d namespaces, %d sources, %d noise, %d members, %d updates, %d cycles; %d mirrors expected\n",
+		s.Namespaces, s.Sources, s.Noise, s.Members, s.Updates, s.Cycles, r.ExpectedMirrors)
+	fmt.Fprintf(w, "agent: %s %s\n", r.Agent.Binary, strings.Join(r.Agent.Args, " "))
+	if r.Error != "" {
+		fmt.Fprintf(w, "ERROR: %s\n", r.Error)
+	}
+
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nmeasure\tvalue\tdetail")
+	row := func(name, value, detail string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", name, value, detail) }
+	row("seed (untimed setup)", fmt.Sprintf("%.2fs", r.SeedSeconds), "")
+	if f := r.Floor; f != nil {
+		row("floor", fmt.Sprintf("%.3fs", f.Seconds), fmt.Sprintf("%d objects, plain client, %d writers, no rate limit, fresh API server(s)", f.Objects, f.Workers))
+	}
+	if c := r.Convergence; c != nil {
+		detail := fmt.Sprintf("%d mirrors; ready after %.3fs", c.Mirrors, c.ReadySeconds)
+		if r.Floor != nil {
+			detail += fmt.Sprintf("; %.2f x floor", r.Floor.Ratio)
+		}
+		row("1 initial convergence", fmt.Sprintf("%.3fs", c.Seconds), detail)
+	}
+	if u := r.Updates; u != nil {
+		row("2 update propagation p50", fmt.Sprintf("%.3fs", u.P50), fmt.Sprintf("%d updates x %d mirrors", u.Count, u.MirrorsPerUpdate))
+		row("  p95 / p99 / max", fmt.Sprintf("%.3fs / %.3fs / %.3fs", u.P95, u.P99, u.Max), fmt.Sprintf("mean %.3fs", u.Mean))
+		row("  agent writes per update", fmt.Sprintf("%.2f", u.AgentWritesPerUpdate), "to Secrets/ConfigMaps; should equal the mirrors per update")
+	}
+	if n := r.NewNamespace; n != nil {
+		row("3 new namespace", fmt.Sprintf("%.3fs", n.Seconds), fmt.Sprintf("%d mirrors", n.Mirrors))
+	}
+	if d := r.Deletion; d != nil {
+		row("4 deletion", fmt.Sprintf("%.3fs", d.Seconds), fmt.Sprintf("%d mirrors gone", d.Mirrors))
+	}
+	if s := r.Resync; s != nil {
+		row("5 restart: writes to Secrets/ConfigMaps", fmt.Sprintf("%.0f", s.MirrorWrites), fmt.Sprintf("%.0f with Events; ready %.3fs, idle %.3fs after start", s.Writes, s.ReadySeconds, s.IdleSeconds))
+		row("  objects served on restart", fmt.Sprintf("%.0f", s.ObjectsServed), fmt.Sprintf("Secrets+ConfigMaps by LIST/watch; %d carry the selected labels", s.LabelledObjects))
+	}
+	if p := r.NoiseProbe; p != nil {
+		row("  noise probe: agent's watch events", fmt.Sprintf("%.0f", p.AgentWatchEvents), fmt.Sprintf("for %d new unlabelled objects (%.0f sent with the agent running, %.0f with it stopped)", p.Objects, p.WatchEventsRunning, p.WatchEventsStopped))
+	}
+	if a := r.Resources.Agent; a != nil {
+		row("6 agent peak RSS", fmt.Sprintf("%.1f MiB", a.PeakRSSMiB), fmt.Sprintf("VmHWM; at the end: RSS %.1f MiB (anon %.1f, file-backed binary pages %.1f), Go heap in use %.1f MiB, %.0f goroutines",
+			a.RSSMiB, a.RSSAnonMiB, a.RSSFileMiB, a.HeapInuseMiB, a.Goroutines))
+		row("  agent CPU", fmt.Sprintf("%.2fs", a.CPUSeconds), "utime+stime of the first agent process (until the restart, or the end)")
+	}
+	if a := r.Resources.Restarted; a != nil {
+		row("  restarted agent", fmt.Sprintf("%.1f MiB", a.PeakRSSMiB), fmt.Sprintf("peak RSS; CPU %.2fs", a.CPUSeconds))
+	}
+	if e := r.EndState; e != nil {
+		row("mirrors at the end", fmt.Sprintf("%d", e.Mirrors), fmt.Sprintf("expected %d; %d extra, %d stale or missing", e.Expected, e.Extra, e.Wrong))
+	}
+	if c := r.Churn; c != nil {
+		c.print(row)
+	}
+	_ = tw.Flush()
+
+	if len(r.Phases) > 0 {
+		fmt.Fprintln(w, "\nAPI cost by phase (agent requests = server delta - bench's own; by verb and resource)")
+		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "phase\tcluster\tsecs\tagent requests\tbench's own (subtracted)\tagent sync ops (all clusters)")
+		for _, p := range r.Phases {
+			groups := slices.SortedFunc(maps.Keys(p.Clusters), func(a, b string) int { return groupRank(a) - groupRank(b) })
+			for i, g := range groups {
+				c := p.Clusters[g]
+				ops := ""
+				if i == 0 {
+					ops = formatCounts(p.SyncOps)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\n", p.Name, g, p.Seconds, formatCounts(c.Agent), formatCounts(c.Bench), ops)
+			}
+		}
+		_ = tw.Flush()
+	}
+
+	if len(r.Targets) > 0 {
+		fmt.Fprintln(w, "\nTargets of the benchmark issue")
+		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\ttarget\tgot\t")
+		for _, t := range r.Targets {
+			verdict := "met"
+			if !t.Met {
+				verdict = "MISSED"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Target, t.Got, verdict)
+		}
+		_ = tw.Flush()
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// groupRank orders the groups of clusters in tables: where the agent runs first.
+func groupRank(g string) int {
+	return slices.Index([]string{"cluster", "hub", "members", "stable members", "churned member"}, g)
+}
+
+// formatCounts prints counts sorted by key, zeroes left out.
+func formatCounts(c map[string]float64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		if c[k] == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s=%.0f", k, c[k]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
