@@ -44,8 +44,19 @@ func TestOrphanGuard(t *testing.T) {
 		t.Fatal("the helper printed no child pid")
 	}
 	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
-	if !alive(child) {
-		t.Fatalf("child %d is not running", child)
+	// setpriv sets the parent-death signal and then execs the command:
+	// wait for the exec, or a parent killed before prctl ran would (rightly)
+	// leave the child behind and the test would race.
+	execDeadline := time.Now().Add(10 * time.Second)
+	for {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child))
+		if strings.TrimSpace(string(comm)) == "sleep" {
+			break
+		}
+		if !alive(child) || time.Now().After(execDeadline) {
+			t.Fatalf("child %d is not running sleep (comm %q)", child, comm)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	if err := helper.Process.Kill(); err != nil {
