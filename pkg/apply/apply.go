@@ -469,3 +469,17 @@ func (a *Applier) Forget(cluster string, gvk schema.GroupVersionKind, mirror *un
 	a.conflicts.Delete(key) // the name may be free now
 	a.accepted.Delete(mirror.GetUID())
 }
+
+// ForgetCluster drops everything remembered about the mirrors of a cluster
+// whose connection is gone (unregistered, or reconnected with new
+// credentials): what it held then says nothing about it now.
+func (a *Applier) ForgetCluster(name string) {
+	for _, m := range []*sync.Map{&a.written, &a.conflicts} {
+		m.Range(func(k, _ any) bool {
+			if k.(target).cluster == name {
+				m.Delete(k)
+			}
+			return true
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 )
@@ -76,5 +77,25 @@ func TestNewer(t *testing.T) {
 		if got := newer(tt.live, tt.want); got != tt.newer {
 			t.Errorf("%s: newer = %v, want %v", tt.name, got, tt.newer)
 		}
+	}
+}
+
+func TestForgetCluster(t *testing.T) {
+	a := &Applier{}
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	m := obj("Secret", nil, nil)
+	m.SetNamespace("ns")
+	m.SetName("n")
+	m.SetUID("u")
+	m.SetResourceVersion("7")
+	for _, c := range []string{"gone", "kept"} {
+		a.remember(writtenKey(c, gvk, m), m, "h")
+	}
+	a.ForgetCluster("gone")
+	if _, ok := a.lastWrite(writtenKey("gone", gvk, m), nil); ok {
+		t.Error("the write to a forgotten cluster is still remembered")
+	}
+	if _, ok := a.lastWrite(writtenKey("kept", gvk, m), nil); !ok {
+		t.Error("the write to another cluster was forgotten")
 	}
 }

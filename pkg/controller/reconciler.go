@@ -179,7 +179,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		}
 		sum = r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, true)
 	}
-	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets))
+	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, plan.Covered))
 
 	// 7. Report once: events on change, the status annotation, the outcome.
 	return r.finish(ctx, c, key, src, plan, sum)
@@ -192,7 +192,7 @@ func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string)
 		ctrl.LoggerFrom(ctx).Info("Keeping mirrors of a source whose cluster is not registered", "source", ref)
 		return reconcile.Result{}, nil
 	}
-	sum := r.deleteUntargeted(ctx, key, ref, nil)
+	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
 	return reconcile.Result{}, sum.err()
 }
 
@@ -211,7 +211,7 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 		// will come; do not touch its mirrors meanwhile.
 		return reconcile.Result{RequeueAfter: retryStale}, nil
 	}
-	sum := r.deleteUntargeted(ctx, key, ref, nil)
+	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
 	if err := sum.err(); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -235,7 +235,7 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 // deleted source whose mirrors sit in unreachable clusters is held up to
 // CleanupTimeout; the orphan sweep removes those mirrors later.
 func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (reconcile.Result, error) {
-	sum := r.deleteUntargeted(ctx, key, ref, nil)
+	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
 	if err := sum.err(); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -295,12 +295,20 @@ func (r *Reconciler) callContext(ctx context.Context) (context.Context, context.
 	return context.WithCancel(ctx)
 }
 
-// deleteUntargeted deletes our mirrors of ref except those in keep, in
-// every reachable cluster where they may exist.
-func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, keep []Target) summary {
+// deleteUntargeted deletes our mirrors of ref except those in keep. It
+// looks in the clusters of covered (those the plan resolved targets in),
+// or with covered nil in every reachable cluster where they may exist; in
+// either case only where the kind's caches have synced, so a cache still
+// filling never makes a mirror look untargeted.
+func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, keep []Target, covered []*clusters.Cluster) summary {
 	var sum summary
-	reachable, _ := r.Scope.MirrorClusters(key.Cluster)
-	for _, mc := range reachable {
+	if covered == nil {
+		covered, _ = r.Scope.MirrorClusters(key.Cluster)
+	}
+	for _, mc := range covered {
+		if synced, _ := mc.KindSynced(key.GVK); !synced {
+			continue
+		}
 		for _, m := range mc.MirrorsOf(key.GVK, ref) {
 			if m.GetName() != key.Name || slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()}) {
 				continue

@@ -55,6 +55,9 @@ type Plan struct {
 	Ignored string
 	// Clusters counts the target clusters (hub status).
 	Clusters int
+	// Covered are the clusters whose targets were resolved completely;
+	// mirrors of the source there that are not in Targets are removed.
+	Covered []*clusters.Cluster
 }
 
 // LocalScope is the member agent's scope: one cluster, sources and
@@ -79,7 +82,8 @@ func (s *LocalScope) Recorder(*clusters.Cluster) Recorder { return s.Events }
 // Plan resolves the unqualified entries in the source's own cluster.
 func (s *LocalScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) Plan {
 	res := targets.Resolve(req.Local, src.GetNamespace(), Namespaces(c), s.Policy, s.Policy.Limit(req.MaxTargets))
-	p := Plan{Relevant: len(req.Local) > 0, Skipped: res.Skipped, Refused: res.Refused, Missing: res.Missing}
+	p := Plan{Relevant: len(req.Local) > 0, Skipped: res.Skipped, Refused: res.Refused, Missing: res.Missing,
+		Covered: []*clusters.Cluster{c}}
 	for _, ns := range res.Namespaces {
 		p.Targets = append(p.Targets, Target{Cluster: c, Namespace: ns})
 	}

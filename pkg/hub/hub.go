@@ -61,6 +61,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	kinds := o.Kinds(annotations.ManagedByHub, events.KindSynced)
 	registry.onStarted = kinds.Trigger
+	registry.onStopped = r.Applier.ForgetCluster
 	if err := mgr.Add(agent.Runnable(func(ctx context.Context) error {
 		go kinds.Run(ctx, registry.Started)
 		agent.ReportMirrors(ctx, registry.Clusters)

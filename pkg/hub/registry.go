@@ -72,6 +72,9 @@ type Registry struct {
 
 	ctx     context.Context
 	trigger chan struct{}
+	// onStopped is called with the name of a cluster whose connection was
+	// closed.
+	onStopped func(name string)
 	// onStarted is called when a cluster's watches run (the kinds to
 	// watch there are decided at once).
 	onStarted func()
@@ -364,6 +367,9 @@ func (r *Registry) stopMember(m *member) {
 		<-m.done
 	}
 	m.up.Store(false)
+	if r.onStopped != nil {
+		r.onStopped(m.name)
+	}
 }
 
 // Cluster returns the cluster named name, or nil.

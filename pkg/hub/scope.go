@@ -51,6 +51,15 @@ func (s *fleetScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 		if m.cluster == c {
 			continue // the member agent serves the source's own cluster
 		}
+		ready := m.up.Load()
+		if synced, _ := m.cluster.KindSynced(src.GroupVersionKind()); !synced {
+			// The kind's watches in that cluster are starting; when they
+			// have synced, this source is reconciled again (KindSynced).
+			ready = false
+		}
+		if ready {
+			p.Covered = append(p.Covered, m.cluster)
+		}
 		var patterns []annotations.Pattern
 		for _, t := range req.Remote {
 			if t.Cluster.Match(m.name) {
@@ -64,9 +73,7 @@ func (s *fleetScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 			p.Unreachable = append(p.Unreachable, m.name)
 			continue
 		}
-		if synced, _ := m.cluster.KindSynced(src.GroupVersionKind()); !synced {
-			// The kind's watches in that cluster are starting; when they
-			// have synced, this source is reconciled again (KindSynced).
+		if !ready {
 			continue
 		}
 		p.Clusters++
