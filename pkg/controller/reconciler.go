@@ -338,7 +338,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Add(float64(len(sum.transformErrs)))
 	}
 	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Target clusters unreachable, will retry when back: %s", joinLimited(plan.Unreachable))
-	if r.WriteStatus {
+	if r.WriteStatus && plan.Pending == 0 {
 		merged := mergeStatus(src.GetAnnotations()[annotations.AnnotationStatus], line, r.Remote)
 		if err := r.patchSource(ctx, c, key, src, true, &merged); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
@@ -349,6 +349,9 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	}
 	if len(plan.Unreachable) > 0 {
 		return reconcile.Result{RequeueAfter: retryUnreachable}, nil
+	}
+	if plan.Pending > 0 {
+		return reconcile.Result{RequeueAfter: retryStale}, nil
 	}
 	if len(sum.conflicts) > 0 {
 		// Objects that are not ours are not watched: look again now and

@@ -55,6 +55,10 @@ type Plan struct {
 	Ignored string
 	// Clusters counts the target clusters (hub status).
 	Clusters int
+	// Pending counts target clusters not ready yet (first connection, or
+	// caches filling); the source is reconciled again when they are, and
+	// its status is not written meanwhile, so it does not flap at start.
+	Pending int
 	// Covered are the clusters whose targets were resolved completely;
 	// mirrors of the source there that are not in Targets are removed.
 	Covered []*clusters.Cluster

@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	. "github.com/onsi/gomega"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // Hub policy: sources outside --allowed-source-namespaces are not served

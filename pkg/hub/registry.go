@@ -52,6 +52,10 @@ type member struct {
 	events  record.EventRecorder
 	// up is true while the cluster answers and its caches are synced.
 	up atomic.Bool
+	// everUp is true once the cluster was up at least once.
+	everUp atomic.Bool
+	// created is when the member was registered (or reconnected).
+	created time.Time
 	// started is true once the cluster's watches run.
 	started atomic.Bool
 	cancel  context.CancelFunc
@@ -274,7 +278,7 @@ func (r *Registry) newMember(name string, lbls map[string]string, hash, secret s
 	if err != nil {
 		return nil, err
 	}
-	m := &member{name: name, hash: hash, secret: secret, cluster: c, events: recorder, done: make(chan struct{})}
+	m := &member{name: name, hash: hash, secret: secret, cluster: c, events: recorder, done: make(chan struct{}), created: time.Now()}
 	m.labels.Store(&lbls)
 	return m, nil
 }
@@ -335,6 +339,9 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 			probeFailures.WithLabelValues(m.name).Inc()
 		}
 		was := m.up.Swap(ok)
+		if ok {
+			m.everUp.Store(true)
+		}
 		clusterUp.WithLabelValues(m.name).Set(boolFloat(ok))
 		if ok && !was {
 			ctrl.LoggerFrom(ctx).Info("Cluster is up", "cluster", m.name)
@@ -468,4 +475,10 @@ func releaseSources(ctx context.Context, c *clusters.Cluster) {
 			}
 		}
 	}
+}
+
+// connecting reports whether m is still within its first connection: not
+// up yet, and registered less than three probe rounds ago.
+func (r *Registry) connecting(m *member) bool {
+	return !m.everUp.Load() && time.Since(m.created) < 3*r.opts.ProbeInterval+r.opts.ProbeTimeout
 }

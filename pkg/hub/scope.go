@@ -69,11 +69,14 @@ func (s *fleetScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 		if len(patterns) == 0 || req.ClusterSelector != nil && !req.ClusterSelector.Matches(labels.Set(*m.labels.Load())) {
 			continue
 		}
-		if !m.up.Load() {
-			p.Unreachable = append(p.Unreachable, m.name)
-			continue
-		}
 		if !ready {
+			if m.up.Load() || s.registry.connecting(m) {
+				// Connecting for the first time, or its kind's caches are
+				// filling: neither reachable nor known unreachable yet.
+				p.Pending++
+			} else {
+				p.Unreachable = append(p.Unreachable, m.name)
+			}
 			continue
 		}
 		p.Clusters++
