@@ -71,7 +71,6 @@ type options struct {
 	timeout      time.Duration
 	pprof        bool
 	agentArgs    string
-	keepLogs     bool
 	floorWorkers int
 	updateGap    time.Duration
 	churnDelete  bool
@@ -118,7 +117,6 @@ func run() int {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Longest wait for one measured event (convergence, one update, ...).")
 	fs.BoolVar(&o.pprof, "pprof", false, "Start the agent with --pprof-bind-address on a free port (printed) to profile it during the run.")
 	fs.StringVar(&o.agentArgs, "agent-args", "", "Extra flags for the agent, space-separated, appended to the standard ones.")
-	fs.BoolVar(&o.keepLogs, "keep-logs", true, "Keep the agents' logs in <out>/logs.")
 	_ = fs.Parse(os.Args[1:])
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
