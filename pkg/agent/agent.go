@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
@@ -247,6 +248,21 @@ func (o *Options) NewManager(cfg *rest.Config) (manager.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// NewReconciler returns the pipeline's reconciler for one writer, with
+// every shared option applied; the caller adds what only it knows.
+func (o *Options) NewReconciler(scope fmcontroller.Scope, fieldManager, managedBy, finalizer string) *fmcontroller.Reconciler {
+	return &fmcontroller.Reconciler{
+		Scope:                 scope,
+		Applier:               &apply.Applier{FieldManager: fieldManager, ManagedBy: managedBy},
+		Build:                 desired.Options{ManagedBy: managedBy, Strip: o.StripKeys},
+		Finalizer:             finalizer,
+		CallTimeout:           o.CallTimeout,
+		WriteStatus:           o.StatusAnnotation,
+		VerifySourceFreshness: o.VerifySourceFreshness,
+		Parallelism:           o.WriteParallelism,
+	}
 }
 
 // AddController adds the pipeline's controller fed by events, and a

@@ -8,9 +8,7 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
-	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
-	"github.com/fleetmirror/fleetmirror/pkg/desired"
 )
 
 // FieldManager names the hub's writes in managedFields.
@@ -30,19 +28,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	scope := &fleetScope{policy: o.Targets(), opts: &o}
-	r := &fmcontroller.Reconciler{
-		Scope:                       scope,
-		Applier:                     &apply.Applier{FieldManager: FieldManager, ManagedBy: annotations.ManagedByHub},
-		Build:                       desired.Options{ManagedBy: annotations.ManagedByHub, Strip: o.StripKeys},
-		Finalizer:                   Finalizer,
-		Remote:                      true,
-		CallTimeout:                 o.CallTimeout,
-		CleanupTimeout:              o.RemoteCleanupTimeout,
-		DeleteOrphansOfUnregistered: o.DeleteMirrorsOfUnregistered,
-		WriteStatus:                 o.StatusAnnotation,
-		VerifySourceFreshness:       o.VerifySourceFreshness,
-		Parallelism:                 o.WriteParallelism,
-	}
+	r := o.NewReconciler(scope, FieldManager, annotations.ManagedByHub, Finalizer)
+	r.Remote = true
+	r.CleanupTimeout = o.RemoteCleanupTimeout
+	r.DeleteOrphansOfUnregistered = o.DeleteMirrorsOfUnregistered
 	events := &fmcontroller.Events{Reconciler: r, CrossCluster: true}
 	recorder, stopRecorder, err := agent.NewRecorder(cfg, FieldManager)
 	if err != nil {

@@ -10,10 +10,8 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
-	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
-	"github.com/fleetmirror/fleetmirror/pkg/desired"
 )
 
 // FieldManager names the member's writes in managedFields.
@@ -38,16 +36,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer stopRecorder()
 	scope := &fmcontroller.LocalScope{Events: recorder, Policy: o.Targets()}
-	r := &fmcontroller.Reconciler{
-		Scope:                 scope,
-		Applier:               &apply.Applier{FieldManager: FieldManager, ManagedBy: annotations.ManagedByMember},
-		Build:                 desired.Options{ManagedBy: annotations.ManagedByMember, Strip: o.StripKeys},
-		Finalizer:             Finalizer,
-		CallTimeout:           o.CallTimeout,
-		WriteStatus:           o.StatusAnnotation,
-		VerifySourceFreshness: o.VerifySourceFreshness,
-		Parallelism:           o.WriteParallelism,
-	}
+	r := o.NewReconciler(scope, FieldManager, annotations.ManagedByMember, Finalizer)
 	events := &fmcontroller.Events{Reconciler: r}
 	cluster, err := clusters.New(cfg, clusters.Options{
 		Name: o.ClusterName, ManagedBy: annotations.ManagedByMember, Resync: o.ResyncPeriod, Handler: events,
