@@ -207,7 +207,9 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	sourceSel = sourceSel.Add(*notMirror)
 
 	w := &kindWatch{
-		sources: c.informer(mapping.Resource, sourceSel, nil, stripSource),
+		// Sources are kept whole (their content is copied) but for what
+		// stripMetadata drops.
+		sources: c.informer(mapping.Resource, sourceSel, nil, stripMetadata),
 		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
 	}
 	for _, h := range []struct {
@@ -426,10 +428,6 @@ func stripMetadata(obj any) (any, error) {
 	}
 	return obj, nil
 }
-
-// stripSource keeps sources whole (their content is copied) but for
-// managedFields and last-applied configuration.
-func stripSource(obj any) (any, error) { return stripMetadata(obj) }
 
 // summarizeMirror keeps of a mirror only its metadata, the fields that decide
 // how it can be updated, and the hash of its content, so that the cache's

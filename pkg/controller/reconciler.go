@@ -147,7 +147,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	// 4. Report what the annotations got wrong or could not reach. Invalid
 	// transform rules stop everything: mirroring untransformed content the
 	// owner meant to change would be a surprise write.
-	r.reportRequest(c, key, src, req, plan)
+	r.reportPlan(c, src, plan)
 	tr, err := parseTransform(src)
 	if r.warnIf(c, src, ReasonInvalidTransform, err != nil, "Nothing written or removed until the rules are fixed: %v", err) {
 		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Inc()
@@ -361,9 +361,9 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	return reconcile.Result{}, nil
 }
 
-// reportRequest warns about invalid annotations and unreachable targets,
-// once per distinct message.
-func (r *Reconciler) reportRequest(c *clusters.Cluster, key Key, src *unstructured.Unstructured, req annotations.Request, plan Plan) {
+// reportPlan warns about targets that matched but cannot be written, once
+// per distinct message.
+func (r *Reconciler) reportPlan(c *clusters.Cluster, src *unstructured.Unstructured, plan Plan) {
 	r.warnIf(c, src, ReasonTargetsOverLimit, len(plan.Skipped) > 0, "%d matching targets skipped over the limit of %d (first skipped: %s)",
 		len(plan.Skipped), len(plan.Targets), firstOr(plan.Skipped))
 	r.warnIf(c, src, ReasonNamespaceRefused, len(plan.Refused) > 0, "Excluded or opted out, not written: %s", joinLimited(plan.Refused))

@@ -44,7 +44,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	scope.registry = registry
 	events.Clusters = registry.Clusters
-	events.Required = nil // members join when they are up (Registry announces them)
+	// events.Required stays empty: members join when they are up, and the
+	// Registry announces them.
 	if err := mgr.Add(registry); err != nil {
 		return err
 	}
