@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -166,8 +167,8 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
-	sum := r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, r.VerifySourceFreshness)
-	if sum.stale > 0 && !r.VerifySourceFreshness {
+	sum, stale := r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, r.VerifySourceFreshness)
+	if len(stale) > 0 {
 		// Some mirror claims newer content than our cached source. Ask the
 		// API server: if the cache is current, the claim is wrong.
 		fresh, err := r.getSourceMetadata(ctx, c, key)
@@ -177,7 +178,8 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		if fresh == nil || fresh.GetResourceVersion() != src.GetResourceVersion() {
 			return reconcile.Result{RequeueAfter: retryStale}, nil
 		}
-		sum = r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, true)
+		again, _ := r.applyTargets(ctx, key, src, tr, stale, observedAt, true)
+		sum.add(again)
 	}
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, plan.Covered))
 
@@ -258,7 +260,9 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 }
 
 // applyTargets writes the mirror of src into every target, in parallel.
-func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *desired.Transform, tgts []Target, observedAt time.Time, verified bool) summary {
+// Targets whose mirror claims newer source content than src are not
+// written and not counted; they are returned for the caller to decide.
+func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *desired.Transform, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
 	results := make([]result, len(tgts))
 	opts := r.Build
 	opts.SourceCluster = key.Cluster
@@ -281,11 +285,14 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 			}
 		}
 	})
-	var sum summary
-	for _, res := range results {
+	for i, res := range results {
+		if errors.Is(res.err, apply.ErrStaleSource) {
+			stale = append(stale, tgts[i])
+			continue
+		}
 		sum.record(key.GVK.Kind, res)
 	}
-	return sum
+	return sum, stale
 }
 
 func (r *Reconciler) callContext(ctx context.Context) (context.Context, context.CancelFunc) {

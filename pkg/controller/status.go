@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -24,7 +23,7 @@ type result struct {
 // summary adds up the results of one reconcile.
 type summary struct {
 	created, updated, replaced, unchanged, deleted, skipped int
-	stale, transformSkipped                                 int
+	transformSkipped                                        int
 	conflicts, failures                                     []string
 	// transformErrs describe failed rules and targets skipped for them.
 	transformErrs []string
@@ -57,9 +56,6 @@ func (s *summary) record(kind string, r result) {
 		metrics.Conflicts.WithLabelValues(kind, r.cluster).Inc()
 		s.conflicts = append(s.conflicts, r.err.Error())
 	default:
-		if errors.Is(r.err, apply.ErrStaleSource) {
-			s.stale++
-		}
 		s.failures = append(s.failures, fmt.Sprintf("%s: %v", r.namespace, r.err))
 		s.errors = append(s.errors, fmt.Errorf("namespace %s: %w", r.namespace, r.err))
 	}
@@ -72,7 +68,6 @@ func (s *summary) add(o summary) {
 	s.unchanged += o.unchanged
 	s.deleted += o.deleted
 	s.skipped += o.skipped
-	s.stale += o.stale
 	s.transformSkipped += o.transformSkipped
 	s.transformErrs = append(s.transformErrs, o.transformErrs...)
 	s.conflicts = append(s.conflicts, o.conflicts...)
