@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -298,12 +297,14 @@ func (o *Options) AddController(mgr manager.Manager, name string, r *fmcontrolle
 // NewRecorder returns a core/v1 event recorder writing to the cluster of
 // cfg as component, and the function that stops it.
 func NewRecorder(cfg *rest.Config, component string) (record.EventRecorder, func(), error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	// The core/v1 group client, not the whole clientset, which would link
+	// every API group's typed client into the binary.
+	core, err := typedcorev1.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.Events("")})
 	return b.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown, nil
 }
 

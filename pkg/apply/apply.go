@@ -109,17 +109,17 @@ type target struct {
 	namespace, name string
 }
 
-func writtenKey(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured) target {
+func writtenKey(cluster string, gvk schema.GroupVersionKind, obj metav1.Object) target {
 	return target{cluster: cluster, gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName()}
 }
 
-func (a *Applier) remember(key target, got *unstructured.Unstructured, hash string) {
+func (a *Applier) remember(key target, got metav1.Object, hash string) {
 	a.written.Store(key, write{uid: got.GetUID(), resourceVersion: got.GetResourceVersion(), hash: hash})
 }
 
 // lastWrite returns our last write of the mirror named like want when the
 // cached object live (nil: not cached) is older than that write.
-func (a *Applier) lastWrite(key target, live *unstructured.Unstructured) (write, bool) {
+func (a *Applier) lastWrite(key target, live *clusters.Mirror) (write, bool) {
 	v, ok := a.written.Load(key)
 	if !ok {
 		return write{}, false
@@ -180,14 +180,14 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if err := a.checkOwner(live, want); err != nil {
 		return Conflict, err
 	}
-	observed := live.GetAnnotations()[clusters.AnnotationObservedHash]
+	observed := live.ObservedHash
 	if observed == wantHash || a.isAccepted(live.GetUID(), observed, wantHash) {
 		return Unchanged, nil
 	}
 	if !sourceVerified && newer(live, want) {
 		return Failed, ErrStaleSource
 	}
-	if needsReplace(live, want) {
+	if needsReplace(live.SecretType, live.Immutable, want) {
 		return a.replace(ctx, key, res, live, want)
 	}
 	if observed == live.GetAnnotations()[annotations.AnnotationContentHash] {
@@ -221,7 +221,7 @@ func (a *Applier) reconcileLive(ctx context.Context, key target, res dynamic.Res
 	if !sourceVerified && newer(full, want) {
 		return Failed, ErrStaleSource
 	}
-	if needsReplace(full, want) {
+	if secretType, immutable := clusters.Traits(full); needsReplace(secretType, immutable, want) {
 		return a.replace(ctx, key, res, full, want)
 	}
 	return a.update(ctx, key, res, full.GetResourceVersion(), want)
@@ -304,7 +304,7 @@ func (a *Applier) updateOrRefresh(ctx context.Context, key target, res dynamic.R
 
 // replace deletes live and creates want, for changes the API server refuses
 // in place: a Secret's type, or anything of an immutable object.
-func (a *Applier) replace(ctx context.Context, key target, res dynamic.ResourceInterface, live, want *unstructured.Unstructured) (Outcome, error) {
+func (a *Applier) replace(ctx context.Context, key target, res dynamic.ResourceInterface, live metav1.Object, want *unstructured.Unstructured) (Outcome, error) {
 	if err := deleteExact(ctx, res, live); err != nil {
 		return Failed, err
 	}
@@ -318,7 +318,7 @@ func (a *Applier) replace(ctx context.Context, key target, res dynamic.ResourceI
 
 // Delete removes our mirror live (a cached object). It refuses objects we do
 // not own and deletes only the exact object that was checked.
-func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, live *unstructured.Unstructured, sourceRef string) (Outcome, error) {
+func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, live metav1.Object, sourceRef string) (Outcome, error) {
 	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, sourceRef) {
 		return Conflict, &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: live.GetAnnotations()[annotations.AnnotationSource]}
 	}
@@ -350,7 +350,7 @@ func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	return Deleted, nil
 }
 
-func deleteExact(ctx context.Context, res dynamic.ResourceInterface, live *unstructured.Unstructured) error {
+func deleteExact(ctx context.Context, res dynamic.ResourceInterface, live metav1.Object) error {
 	uid, rv := live.GetUID(), live.GetResourceVersion()
 	err := res.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if apierrors.IsNotFound(err) {
@@ -359,7 +359,7 @@ func deleteExact(ctx context.Context, res dynamic.ResourceInterface, live *unstr
 	return err
 }
 
-func (a *Applier) checkOwner(live, want *unstructured.Unstructured) error {
+func (a *Applier) checkOwner(live metav1.Object, want *unstructured.Unstructured) error {
 	ref := want.GetAnnotations()[annotations.AnnotationSource]
 	if desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, ref) {
 		return nil
@@ -371,21 +371,21 @@ func (a *Applier) checkOwner(live, want *unstructured.Unstructured) error {
 	return &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: owner}
 }
 
-// needsReplace reports whether live cannot be updated to want in place.
-func needsReplace(live, want *unstructured.Unstructured) bool {
-	if immutable, _, _ := unstructured.NestedBool(live.Object, "immutable"); immutable {
+// needsReplace reports whether a live object with the given Traits cannot
+// be updated to want in place.
+func needsReplace(liveType string, liveImmutable bool, want *unstructured.Unstructured) bool {
+	if liveImmutable {
 		return true
 	}
-	lt, _, _ := unstructured.NestedString(live.Object, "type")
-	wt, _, _ := unstructured.NestedString(want.Object, "type")
-	return live.GetKind() == "Secret" && lt != wt
+	wantType, _ := clusters.Traits(want)
+	return want.GetKind() == "Secret" && liveType != wantType
 }
 
 // newer reports whether live was written from a later version of the source
 // than want. resourceVersions are opaque to clients in general, but those of
 // one object from one API server grow; when either does not parse as a
 // number nothing is concluded.
-func newer(live, want *unstructured.Unstructured) bool {
+func newer(live metav1.Object, want *unstructured.Unstructured) bool {
 	l, err1 := strconv.ParseUint(live.GetAnnotations()[annotations.AnnotationSourceResourceVersion], 10, 64)
 	w, err2 := strconv.ParseUint(want.GetAnnotations()[annotations.AnnotationSourceResourceVersion], 10, 64)
 	sameSource := live.GetAnnotations()[annotations.AnnotationSourceUID] == want.GetAnnotations()[annotations.AnnotationSourceUID]
@@ -459,9 +459,25 @@ func subsetStrings(want, have map[string]string) bool {
 	return true
 }
 
+// Seen is told of every cached version of our mirrors. Once the cache holds
+// our last write of m, or a later version, the memo of that write has done
+// its job (the cache alone answers from then on) and is dropped, so that
+// memos do not grow with the number of mirrors.
+func (a *Applier) Seen(cluster string, gvk schema.GroupVersionKind, m *clusters.Mirror) {
+	key := writtenKey(cluster, gvk, m)
+	v, ok := a.written.Load(key)
+	if !ok {
+		return
+	}
+	if w := v.(write); w.uid == m.GetUID() && !rvLess(m.GetResourceVersion(), w.resourceVersion) {
+		// Only this memo: a write stored since is newer than m.
+		a.written.CompareAndDelete(key, v)
+	}
+}
+
 // Forget drops what the Applier remembers of a mirror that was deleted, so
 // that the next Ensure sees it missing and creates it again.
-func (a *Applier) Forget(cluster string, gvk schema.GroupVersionKind, mirror *unstructured.Unstructured) {
+func (a *Applier) Forget(cluster string, gvk schema.GroupVersionKind, mirror metav1.Object) {
 	key := writtenKey(cluster, gvk, mirror)
 	if v, ok := a.written.Load(key); ok && v.(write).uid == mirror.GetUID() {
 		a.written.Delete(key)

@@ -5,8 +5,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 )
 
 func TestSubset(t *testing.T) {
@@ -52,7 +54,8 @@ func TestNeedsReplace(t *testing.T) {
 		{"configmap without type", obj("ConfigMap", nil, nil), obj("ConfigMap", nil, nil), false},
 	}
 	for _, tt := range tests {
-		if got := needsReplace(tt.live, tt.want); got != tt.replace {
+		liveType, immutable := clusters.Traits(tt.live)
+		if got := needsReplace(liveType, immutable, tt.want); got != tt.replace {
 			t.Errorf("%s: needsReplace = %v, want %v", tt.name, got, tt.replace)
 		}
 	}
@@ -97,5 +100,33 @@ func TestForgetCluster(t *testing.T) {
 	}
 	if _, ok := a.lastWrite(writtenKey("kept", gvk, m), nil); !ok {
 		t.Error("the write to another cluster was forgotten")
+	}
+}
+
+func TestSeenDropsMemoOnceCached(t *testing.T) {
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	cached := func(uid, rv string) *clusters.Mirror {
+		m := &clusters.Mirror{}
+		m.Namespace, m.Name, m.UID, m.ResourceVersion = "team-a", "db", types.UID(uid), rv
+		return m
+	}
+	tests := []struct {
+		name string
+		seen *clusters.Mirror
+		kept bool
+	}{
+		{"cache older than our write", cached("u1", "9"), true},
+		{"cache holds our write", cached("u1", "10"), false},
+		{"cache holds a later version", cached("u1", "11"), false},
+		{"another object of that name", cached("u2", "12"), true},
+	}
+	for _, tt := range tests {
+		a := &Applier{}
+		key := writtenKey("c1", gvk, tt.seen)
+		a.remember(key, cached("u1", "10"), "h")
+		a.Seen("c1", gvk, tt.seen)
+		if _, kept := a.written.Load(key); kept != tt.kept {
+			t.Errorf("%s: memo kept = %v, want %v", tt.name, kept, tt.kept)
+		}
 	}
 }

@@ -25,20 +25,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
-	"github.com/fleetmirror/fleetmirror/pkg/desired"
 )
 
 // IndexSource indexes mirrors by their AnnotationSource value, so the
 // mirrors of one source are found without a scan or an API call.
 const IndexSource = "fleetmirror.io/source"
-
-// AnnotationObservedHash is set only on cached mirrors, never written: the
-// desired.Hash of the live object, computed when the cache stored it, so
-// drift shows without keeping the payload in memory. The ':' makes it an
-// invalid annotation key, so no object from the API server can carry it:
-// its presence reliably marks a summary (the transform may run twice on
-// one object, and must not hash a summary).
-const AnnotationObservedHash = annotations.Prefix + "cache:observed-hash"
 
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
@@ -48,7 +39,7 @@ type Handler interface {
 	// Source is called when a source object is added, changed or deleted.
 	Source(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool)
 	// Mirror is called when one of our mirrors is added, changed or deleted.
-	Mirror(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool)
+	Mirror(cluster string, gvk schema.GroupVersionKind, obj *Mirror, deleted bool)
 	// Namespace is called when a namespace is added, changed or deleted.
 	Namespace(cluster string, ns *metav1.PartialObjectMetadata)
 }
@@ -212,18 +203,19 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 		sources: c.informer(mapping.Resource, sourceSel, nil, stripMetadata),
 		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
 	}
-	for _, h := range []struct {
-		inf cache.SharedIndexInformer
-		fn  func(string, schema.GroupVersionKind, *unstructured.Unstructured, bool)
-	}{{w.sources, c.opts.Handler.Source}, {w.mirrors, c.opts.Handler.Mirror}} {
-		fn := h.fn
-		if _, err := h.inf.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				fn(c.opts.Name, gvk, u, deleted)
-			}
-		})); err != nil {
-			return err
+	if _, err := w.sources.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			c.opts.Handler.Source(c.opts.Name, gvk, u, deleted)
 		}
+	})); err != nil {
+		return err
+	}
+	if _, err := w.mirrors.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+		if m, ok := obj.(*Mirror); ok {
+			c.opts.Handler.Mirror(c.opts.Name, gvk, m, deleted)
+		}
+	})); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -330,35 +322,49 @@ func (c *Cluster) Sources(gvk schema.GroupVersionKind) []*unstructured.Unstructu
 	return toUnstructured(w.sources.GetStore().List())
 }
 
-// Mirror returns our cached mirror namespace/name of kind gvk: metadata, the
-// fields that decide how it may be updated (type, immutable) and its
-// AnnotationObservedHash. Shared with the cache.
-func (c *Cluster) Mirror(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
+// Mirror returns our cached mirror namespace/name of kind gvk. Shared with
+// the cache.
+func (c *Cluster) Mirror(gvk schema.GroupVersionKind, namespace, name string) (*Mirror, bool) {
 	w := c.kind(gvk)
 	if w == nil {
 		return nil, false
 	}
-	return getUnstructured(w.mirrors.GetStore(), namespace+"/"+name)
+	o, ok, _ := w.mirrors.GetStore().GetByKey(namespace + "/" + name)
+	if !ok {
+		return nil, false
+	}
+	m, ok := o.(*Mirror)
+	return m, ok
 }
 
 // MirrorsOf returns our cached mirrors of kind gvk whose source reference is
 // sourceRef. Shared with the cache.
-func (c *Cluster) MirrorsOf(gvk schema.GroupVersionKind, sourceRef string) []*unstructured.Unstructured {
+func (c *Cluster) MirrorsOf(gvk schema.GroupVersionKind, sourceRef string) []*Mirror {
 	w := c.kind(gvk)
 	if w == nil {
 		return nil
 	}
 	objs, _ := w.mirrors.GetIndexer().ByIndex(IndexSource, sourceRef)
-	return toUnstructured(objs)
+	return toMirrors(objs)
 }
 
 // AllMirrors returns every cached mirror of kind gvk. Shared with the cache.
-func (c *Cluster) AllMirrors(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
+func (c *Cluster) AllMirrors(gvk schema.GroupVersionKind) []*Mirror {
 	w := c.kind(gvk)
 	if w == nil {
 		return nil
 	}
-	return toUnstructured(w.mirrors.GetStore().List())
+	return toMirrors(w.mirrors.GetStore().List())
+}
+
+func toMirrors(objs []any) []*Mirror {
+	out := make([]*Mirror, 0, len(objs))
+	for _, o := range objs {
+		if m, ok := o.(*Mirror); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Namespaces returns the cached namespaces. Shared with the cache.
@@ -418,47 +424,19 @@ func handlerFuncs(fn func(obj any, deleted bool)) cache.ResourceEventHandlerFunc
 	}
 }
 
+// lastApplied is kubectl's copy of the whole object: large, and read by no
+// stage.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
 // stripMetadata drops what no stage reads from cached objects.
 func stripMetadata(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 		if a := m.GetAnnotations(); a != nil {
-			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+			delete(a, lastApplied)
 		}
 	}
 	return obj, nil
-}
-
-// summarizeMirror keeps of a mirror only its metadata, the fields that decide
-// how it can be updated, and the hash of its content, so that the cache's
-// memory does not grow with the size of what is mirrored.
-func summarizeMirror(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	if _, done := u.GetAnnotations()[AnnotationObservedHash]; done {
-		return obj, nil // already a summary
-	}
-	hash := desired.Hash(u)
-	out := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": u.GetAPIVersion(),
-		"kind":       u.GetKind(),
-		"metadata":   u.Object["metadata"],
-	}}
-	for _, f := range []string{"type", "immutable"} {
-		if v, ok := u.Object[f]; ok {
-			out.Object[f] = v
-		}
-	}
-	_, _ = stripMetadata(out)
-	a := out.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[AnnotationObservedHash] = hash
-	out.SetAnnotations(a)
-	return out, nil
 }
 
 // Resource returns the dynamic client of kind gvk in namespace.

@@ -55,19 +55,20 @@ func (e *Events) Source(cluster string, gvk schema.GroupVersionKind, obj *unstru
 // Mirror enqueues the source of a mirror that was deleted or drifted from
 // what we wrote. Mirrors that hold what we stamped need no attention: their
 // source's own events cover every change we make.
-func (e *Events) Mirror(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool) {
+func (e *Events) Mirror(cluster string, gvk schema.GroupVersionKind, obj *clusters.Mirror, deleted bool) {
 	if deleted {
 		e.Reconciler.Applier.Forget(cluster, gvk, obj)
+	} else {
+		e.Reconciler.Applier.Seen(cluster, gvk, obj)
 	}
-	a := obj.GetAnnotations()
 	if !deleted && obj.GetDeletionTimestamp() == nil &&
-		a[clusters.AnnotationObservedHash] == a[annotations.AnnotationContentHash] {
+		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] {
 		return
 	}
 	e.enqueueSourceOf(gvk, obj)
 }
 
-func (e *Events) enqueueSourceOf(gvk schema.GroupVersionKind, obj *unstructured.Unstructured) {
+func (e *Events) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror) {
 	cluster, ns, name, ok := ParseSourceRef(obj.GetAnnotations()[annotations.AnnotationSource])
 	if ok {
 		e.add(Key{Cluster: cluster, GVK: gvk, Namespace: ns, Name: name})

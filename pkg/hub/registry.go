@@ -19,8 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -97,7 +96,10 @@ func newRegistry(hubConfig *rest.Config, o Options, handler *fmcontroller.Events
 	r.local = local
 	r.members[local.name] = local
 
-	cs, err := kubernetes.NewForConfig(hubConfig)
+	// The core/v1 group client, not the whole clientset: a clientset links
+	// the typed clients of every API group into the binary, megabytes of
+	// code that are paged in and never used.
+	core, err := typedcorev1.NewForConfig(hubConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +107,9 @@ func newRegistry(hubConfig *rest.Config, o Options, handler *fmcontroller.Events
 	for _, key := range []string{annotations.LabelClusterName, clusterv1.ClusterNameLabel} {
 		req, _ := labels.NewRequirement(key, selection.Exists, nil)
 		sel := labels.NewSelector().Add(*req).String()
-		inf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(o.ClusterSecretsNamespace),
-			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel })).Core().V1().Secrets().Informer()
+		lw := cache.NewFilteredListWatchFromClient(core.RESTClient(), "secrets", o.ClusterSecretsNamespace,
+			func(lo *metav1.ListOptions) { lo.LabelSelector = sel })
+		inf := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{})
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { r.poke() },
 			UpdateFunc: func(any, any) { r.poke() },
