@@ -46,7 +46,7 @@ type Mirror struct {
 func (m *Mirror) DeepCopyObject() runtime.Object {
 	out := *m
 	m.ObjectMeta.DeepCopyInto(&out.ObjectMeta) //nolint:staticcheck // named: only the metadata is deep-copied here
-	out.shared = nil // the copy has maps of its own
+	out.shared = nil                           // the copy has maps of its own
 	return &out
 }
 
