@@ -105,8 +105,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet, binary, defaultCluster string) fun
 	fs.StringVar(&strip, "strip-keys", strings.Join(desired.DefaultStrip, ","), "Comma-separated label and annotation key globs never copied onto mirrors.")
 	fs.IntVar(&o.Workers, "workers", 4, "Sources reconciled concurrently.")
 	fs.IntVar(&o.WriteParallelism, "write-parallelism", 16, "Concurrent mirror writes for one source.")
-	fs.Float64Var(&o.QPS, "kube-api-qps", 1000, "Client-side limit of API requests per second, per cluster. The API server protects itself with API Priority and Fairness; lower this for old API servers without it.")
-	fs.IntVar(&o.Burst, "kube-api-burst", 2000, "Client-side burst of API requests, per cluster.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", -1, "Client-side limit of API requests per second, per cluster; 0 or less: none, as the API server protects itself with API Priority and Fairness and --workers x --write-parallelism bounds the requests in flight. Set it for API servers without Priority and Fairness.")
+	fs.IntVar(&o.Burst, "kube-api-burst", 2000, "Client-side burst of API requests, per cluster, when --kube-api-qps is set.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", 10*time.Minute, "How often every source is reconciled again even without changes (0 disables).")
 	fs.BoolVar(&o.StatusAnnotation, "status-annotation", true, "Write the fleetmirror.io/status summary onto sources.")
 	fs.BoolVar(&o.VerifySourceFreshness, "verify-source-freshness", false, "Read each source from the API server before writing its mirrors, instead of trusting the cache.")
@@ -222,9 +222,20 @@ func (o *Options) Config() (*rest.Config, error) {
 			return nil, fmt.Errorf("loading kubeconfig: %w", err)
 		}
 	}
+	return o.Limited(cfg), nil
+}
+
+// Limited returns a copy of cfg with the client-side rate limit of the
+// options. As controller-runtime's own default, no limit is the default:
+// the API server's Priority and Fairness queues what it cannot take, and
+// the bounded number of workers and writes bounds what is in flight.
+func (o Options) Limited(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
-	return cfg, nil
+	if o.QPS <= 0 {
+		cfg.QPS = -1 // client-go takes 0 for its default of 5 per second
+	}
+	return cfg
 }
 
 // NewManager returns a manager serving metrics and probes, electing a

@@ -120,3 +120,16 @@ func TestConfigAppliesRateLimits(t *testing.T) {
 		t.Error("the caller's config was changed")
 	}
 }
+
+func TestNoClientRateLimitByDefault(t *testing.T) {
+	for _, args := range [][]string{nil, {"--kube-api-qps=0"}, {"--kube-api-qps=-5"}} {
+		o, err := parse(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// client-go reads 0 as its default of 5 per second: never pass it on.
+		if cfg := o.Limited(&rest.Config{}); cfg.QPS >= 0 {
+			t.Errorf("%v: QPS = %v, want negative (no client-side limit)", args, cfg.QPS)
+		}
+	}
+}

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
@@ -147,7 +146,7 @@ func rvLess(a, b string) bool {
 // source content is wrong and is overwritten; otherwise such a mirror makes
 // Ensure return ErrStaleSource and write nothing.
 func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
-	res, err := c.Resource(gvk, want.GetNamespace())
+	res, err := c.Objects(gvk, want.GetNamespace())
 	if err != nil {
 		return Failed, err
 	}
@@ -204,7 +203,7 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	return a.reconcileLive(ctx, key, res, full, want, sourceVerified)
 }
 
-func (a *Applier) reconcileLive(ctx context.Context, key target, res dynamic.ResourceInterface, full, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.Objects, full, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
 	if err := a.checkOwner(full, want); err != nil {
 		return Conflict, err
 	}
@@ -250,8 +249,8 @@ func (a *Applier) isAccepted(uid types.UID, live, want string) bool {
 	return ok && v.(acceptance) == acceptance{live: live, want: want}
 }
 
-func (a *Applier) create(ctx context.Context, key target, res dynamic.ResourceInterface, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
-	got, err := res.Create(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
+func (a *Applier) create(ctx context.Context, key target, res *clusters.Objects, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+	got, err := res.CreateMeta(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
 	switch {
 	case err == nil:
 		a.remember(key, got, want.GetAnnotations()[annotations.AnnotationContentHash])
@@ -270,27 +269,27 @@ func (a *Applier) create(ctx context.Context, key target, res dynamic.ResourceIn
 	}
 }
 
-func (a *Applier) update(ctx context.Context, key target, res dynamic.ResourceInterface, resourceVersion string, want *unstructured.Unstructured) (Outcome, error) {
+func (a *Applier) update(ctx context.Context, key target, res *clusters.Objects, resourceVersion string, want *unstructured.Unstructured) (Outcome, error) {
 	obj := want.DeepCopy()
 	// The resourceVersion is that of an object we proved ours; if anything
 	// replaced it since, the update fails with a conflict instead of
 	// writing over somebody else's object.
 	obj.SetResourceVersion(resourceVersion)
-	got, err := res.Update(ctx, obj, metav1.UpdateOptions{FieldManager: a.FieldManager})
+	// Only the metadata comes back. Should the API server have added to
+	// what we wrote (defaults, a webhook), the cache shows it as drift and
+	// the next reconcile reads the object and accepts the additions.
+	got, err := res.UpdateMeta(ctx, obj, metav1.UpdateOptions{FieldManager: a.FieldManager})
 	if err != nil {
 		return Failed, err
 	}
 	a.remember(key, got, want.GetAnnotations()[annotations.AnnotationContentHash])
-	if h := desired.Hash(got); h != want.GetAnnotations()[annotations.AnnotationContentHash] {
-		a.onlyServerAdditions(got, want)
-	}
 	return Updated, nil
 }
 
 // updateOrRefresh updates from a resourceVersion known from the cache or
 // our last write. If the object moved on since (the cache lags, after a
 // partition say), it is read again and checked from scratch.
-func (a *Applier) updateOrRefresh(ctx context.Context, key target, res dynamic.ResourceInterface, resourceVersion string, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+func (a *Applier) updateOrRefresh(ctx context.Context, key target, res *clusters.Objects, resourceVersion string, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
 	out, err := a.update(ctx, key, res, resourceVersion, want)
 	if !apierrors.IsConflict(err) {
 		return out, err
@@ -304,11 +303,11 @@ func (a *Applier) updateOrRefresh(ctx context.Context, key target, res dynamic.R
 
 // replace deletes live and creates want, for changes the API server refuses
 // in place: a Secret's type, or anything of an immutable object.
-func (a *Applier) replace(ctx context.Context, key target, res dynamic.ResourceInterface, live metav1.Object, want *unstructured.Unstructured) (Outcome, error) {
+func (a *Applier) replace(ctx context.Context, key target, res *clusters.Objects, live metav1.Object, want *unstructured.Unstructured) (Outcome, error) {
 	if err := deleteExact(ctx, res, live); err != nil {
 		return Failed, err
 	}
-	got, err := res.Create(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
+	got, err := res.CreateMeta(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
 	if err != nil {
 		return Failed, err
 	}
@@ -322,7 +321,7 @@ func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, sourceRef) {
 		return Conflict, &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: live.GetAnnotations()[annotations.AnnotationSource]}
 	}
-	res, err := c.Resource(gvk, live.GetNamespace())
+	res, err := c.Objects(gvk, live.GetNamespace())
 	if err != nil {
 		return Failed, err
 	}
@@ -350,7 +349,7 @@ func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	return Deleted, nil
 }
 
-func deleteExact(ctx context.Context, res dynamic.ResourceInterface, live metav1.Object) error {
+func deleteExact(ctx context.Context, res *clusters.Objects, live metav1.Object) error {
 	uid, rv := live.GetUID(), live.GetResourceVersion()
 	err := res.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if apierrors.IsNotFound(err) {

@@ -68,6 +68,7 @@ type Cluster struct {
 	httpClient *http.Client
 	disco      discovery.DiscoveryInterface
 	raw        rest.Interface
+	meta       rest.Interface // metadata responses, for Objects
 
 	mu     sync.Mutex
 	kinds  map[schema.GroupVersionKind]*kindWatch
@@ -139,7 +140,12 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	metaREST, err := newMetadataREST(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	c := &Cluster{
+		meta:     metaREST,
 		opts:     opts,
 		Config:   cfg,
 		Dynamic:  dyn,
@@ -446,6 +452,19 @@ func (c *Cluster) Resource(gvk schema.GroupVersionKind, namespace string) (dynam
 		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
 	}
 	return c.Dynamic.Resource(mapping.Resource).Namespace(namespace), nil
+}
+
+// Objects returns the client mirrors of kind gvk in namespace are written
+// with.
+func (c *Cluster) Objects(gvk schema.GroupVersionKind, namespace string) (*Objects, error) {
+	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
+	}
+	return &Objects{
+		ResourceInterface: c.Dynamic.Resource(mapping.Resource).Namespace(namespace),
+		meta:              c.meta, gvr: mapping.Resource, ns: namespace,
+	}, nil
 }
 
 // KindSynced reports whether gvk is watched in c and, if so, whether its

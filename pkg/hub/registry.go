@@ -275,8 +275,7 @@ func (r *Registry) refuse(s *corev1.Secret, reason, metric, msg string) {
 }
 
 func (r *Registry) newMember(name string, lbls map[string]string, hash, secret string, cfg *rest.Config, recorder record.EventRecorder) (*member, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = float32(r.opts.QPS), r.opts.Burst
+	cfg = r.opts.Limited(cfg)
 	c, err := clusters.New(cfg, clusters.Options{Name: name, ManagedBy: annotations.ManagedByHub, Resync: r.opts.ResyncPeriod, Handler: r.handler})
 	if err != nil {
 		return nil, err
