@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
 // IndexSource indexes mirrors by their AnnotationSource value, so the
@@ -209,7 +210,10 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 		sources: c.informer(mapping.Resource, sourceSel, nil, stripMetadata),
 		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
 	}
+	sourceEvents := metrics.WatchEvents.WithLabelValues(kindLabel(gvk), c.opts.Name, "sources")
+	mirrorEvents := metrics.WatchEvents.WithLabelValues(kindLabel(gvk), c.opts.Name, "mirrors")
 	if _, err := w.sources.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+		sourceEvents.Inc()
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			c.opts.Handler.Source(c.opts.Name, gvk, u, deleted)
 		}
@@ -217,6 +221,7 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 		return err
 	}
 	if _, err := w.mirrors.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+		mirrorEvents.Inc()
 		if m, ok := obj.(*Mirror); ok {
 			c.opts.Handler.Mirror(c.opts.Name, gvk, m, deleted)
 		}

@@ -37,6 +37,12 @@ var (
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"kind", "source_cluster", "cluster"})
 
+	// WatchEvents counts what the watches of sources and mirrors delivered.
+	WatchEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_watch_events_total",
+		Help: "Objects delivered by the watches of sources and of mirrors (the initial list, then adds, updates and deletes), by kind, cluster and cache (sources, mirrors). The watches select on fleetmirror's labels, so objects without them never count.",
+	}, []string{"kind", "cluster", "cache"})
+
 	// WatchedKinds is 1 for each kind whose sources and mirrors are watched
 	// in a cluster; lazy watches come and go with the sources.
 	WatchedKinds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -64,7 +70,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, CircuitOpen, TransformErrors)
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors)
 }
 
 // maxPropagation caps observations: a longer figure means the agent was
@@ -82,7 +88,7 @@ func ObservePropagation(kind, sourceCluster, cluster string, d time.Duration) {
 func ForgetCluster(cluster string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{SyncOperations, Conflicts, Mirrors, WatchedKinds} {
+	}{SyncOperations, Conflicts, Mirrors, WatchedKinds, WatchEvents} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 	PropagationSeconds.DeletePartialMatch(prometheus.Labels{"cluster": cluster})

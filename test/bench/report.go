@@ -112,13 +112,14 @@ type resync struct {
 	LabelledObjects int     `json:"labelledObjects"`
 }
 
-// noiseProbe counts the watch events sent for new unlabelled Secrets and
-// ConfigMaps, with the agent running and stopped.
+// noiseProbe counts the watch events new unlabelled Secrets and ConfigMaps
+// cause while the agent runs: those its watches delivered to it (its own
+// fleetmirror_watch_events_total), and, for scale, those the API server
+// sent to any watcher (its own included).
 type noiseProbe struct {
-	Objects            int     `json:"objects"`
-	WatchEventsRunning float64 `json:"watchEventsRunning"`
-	WatchEventsStopped float64 `json:"watchEventsStopped"`
-	AgentWatchEvents   float64 `json:"agentWatchEvents"`
+	Objects           int     `json:"objects"`
+	ServerWatchEvents float64 `json:"serverWatchEvents"`
+	AgentWatchEvents  float64 `json:"agentWatchEvents"`
 }
 
 type endState struct {
@@ -289,7 +290,7 @@ func (r *Result) print(w io.Writer) {
 		row("  objects served on restart", fmt.Sprintf("%.0f", s.ObjectsServed), fmt.Sprintf("Secrets+ConfigMaps by LIST/watch; %d carry the selected labels", s.LabelledObjects))
 	}
 	if p := r.NoiseProbe; p != nil {
-		row("  noise probe: agent's watch events", fmt.Sprintf("%.0f", p.AgentWatchEvents), fmt.Sprintf("for %d new unlabelled objects (%.0f sent with the agent running, %.0f with it stopped)", p.Objects, p.WatchEventsRunning, p.WatchEventsStopped))
+		row("  noise probe: agent's watch events", fmt.Sprintf("%.0f", p.AgentWatchEvents), fmt.Sprintf("for %d new unlabelled objects, by its fleetmirror_watch_events_total (the API server sent %.0f events to all its watchers)", p.Objects, p.ServerWatchEvents))
 	}
 	if a := r.Resources.Agent; a != nil {
 		row("6 agent peak RSS", fmt.Sprintf("%.1f MiB", a.PeakRSSMiB), fmt.Sprintf("VmHWM; at the end: RSS %.1f MiB (anon %.1f, file-backed binary pages %.1f), Go heap in use %.1f MiB, %.0f goroutines",

@@ -247,24 +247,17 @@ func (b *bench) runMirroring(ctx context.Context) (err error) {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	probe := &noiseProbe{Objects: 2 * noiseProbeObjects}
-	if probe.WatchEventsRunning, err = b.noiseProbe(ctx, "noise probe (agent running)", "running"); err != nil {
+	probe, err := b.noiseProbe(ctx)
+	if err != nil {
 		return err
 	}
+	b.res.NoiseProbe = probe
 	u, err := b.agent.usage()
 	if err != nil {
 		return err
 	}
 	b.res.Resources.Restarted = &u
-	if err := b.agent.stop(); err != nil {
-		return err
-	}
-	if probe.WatchEventsStopped, err = b.noiseProbe(ctx, "noise probe (agent stopped)", "stopped"); err != nil {
-		return err
-	}
-	probe.AgentWatchEvents = probe.WatchEventsRunning - probe.WatchEventsStopped
-	b.res.NoiseProbe = probe
-	return nil
+	return b.agent.stop()
 }
 
 // planTargets lists the target namespaces: bench-NNN in every target
@@ -848,30 +841,48 @@ func (b *bench) restart(ctx context.Context) error {
 	return nil
 }
 
-// noiseProbe creates unlabelled objects in a target namespace and counts
-// the watch events the API server sends for them. Watches selecting on our
-// labels (the agent's, the bench's) receive none; the API server's own
-// watches of all Secrets (its service-account token authenticator) do. The
-// probe runs with the agent running and again with it stopped: the
-// difference is the agent's.
-func (b *bench) noiseProbe(ctx context.Context, name, tag string) (float64, error) {
+// noiseProbe creates unlabelled objects in a target namespace while the
+// agent runs and counts the watch events they cause: at the agent, by its
+// fleetmirror_watch_events_total (must stay put: its watches select on our
+// labels), and at the API server, which also sends them to its own watches
+// of all Secrets and ConfigMaps.
+func (b *bench) noiseProbe(ctx context.Context) (*noiseProbe, error) {
 	c := b.tgtC[0]
-	p, err := b.beginPhase(ctx, name)
+	watchEvents := func() (float64, error) {
+		fams, err := b.agent.scrape(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return sum(fams, "fleetmirror_watch_events_total"), nil
+	}
+	before, err := watchEvents()
 	if err != nil {
-		return 0, err
+		return nil, err
+	}
+	p, err := b.beginPhase(ctx, "noise probe")
+	if err != nil {
+		return nil, err
 	}
 	if err := parallel(ctx, 2*noiseProbeObjects, b.opts.workers, func(ctx context.Context, i int) error {
-		return createNoise(ctx, c, b.targets[0].namespace, fmt.Sprintf("probe-%s-%03d", tag, i), i%2 == 0, b.value())
+		return createNoise(ctx, c, b.targets[0].namespace, fmt.Sprintf("probe-%03d", i), i%2 == 0, b.value())
 	}); err != nil {
-		return 0, err
+		return nil, err
 	}
 	time.Sleep(2 * time.Second) // watch events are sent within milliseconds
 	ph, err := p.end(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
+	}
+	after, err := watchEvents()
+	if err != nil {
+		return nil, err
 	}
 	cost := ph.Clusters[b.groupOf(c)]
-	return cost.Served["secrets"] + cost.Served["configmaps"], nil
+	return &noiseProbe{
+		Objects:           2 * noiseProbeObjects,
+		ServerWatchEvents: cost.Served["secrets"] + cost.Served["configmaps"],
+		AgentWatchEvents:  after - before,
+	}, nil
 }
 
 // goStats adds the agent's Go runtime figures to u.
