@@ -84,6 +84,9 @@ type Registry struct {
 	// refused remembers the last refusal reported per Secret (sync loop only).
 	refused map[string]string
 	secrets []cache.SharedIndexInformer
+	// synced is set once the registration Secrets were listed and every
+	// cluster they register was added: before, the fleet is not known.
+	synced atomic.Bool
 }
 
 func newRegistry(hubConfig *rest.Config, o Options, handler *fmcontroller.Events, recorder record.EventRecorder) (*Registry, error) {
@@ -149,6 +152,7 @@ func (r *Registry) Start(ctx context.Context) error {
 	}
 	for {
 		r.sync(ctx)
+		r.synced.Store(true)
 		select {
 		case <-ctx.Done():
 			r.mu.Lock()

@@ -47,6 +47,12 @@ func (s *fleetScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 			c.Name(), src.GetNamespace())
 		return p
 	}
+	if !s.registry.synced.Load() {
+		// The registrations are still being read: the clusters are not
+		// known yet, and a plan of none would say so in the status.
+		p.Pending++
+		return p
+	}
 	for _, m := range s.registry.snapshot() {
 		if m.cluster == c {
 			continue // the member agent serves the source's own cluster

@@ -1,0 +1,95 @@
+package hub_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// A hub that restarts finds every mirror and the source's status current
+// and writes nothing: not the mirrors, and not the status, which must not
+// pass through what the hub saw while it was still reading the
+// registrations (no clusters) or connecting (some clusters).
+func TestRestartWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	src, shared := uniq("src"), uniq("shared")
+	mkNamespaces(t, src, hubC)
+	mkNamespaces(t, shared, memA, memB)
+	s := sourceSecret(src, "steady", "*/"+shared, map[string]string{"k": "v"})
+	g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
+	mirrorRV := map[string]string{}
+	for _, c := range fleet.Members {
+		mirrorRV[c.Name] = eventuallySecret(t, c, shared, "steady", nil).ResourceVersion
+	}
+
+	hubAgent.stop()
+	wc, err := client.NewWithWatch(hubC.Config, client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	w, err := wc.Watch(ctx, &corev1.SecretList{}, client.InNamespace(src), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: s.ResourceVersion}})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	before := hubCounter("fleetmirror_sync_operations_total", "unchanged")
+	hubAgent = startHub()
+
+	// The restarted hub has reconciled the sources against both members
+	// and has nothing left to do.
+	g.Eventually(func() bool {
+		return hubCounter("fleetmirror_sync_operations_total", "unchanged") >= before+2 &&
+			hubGauge("workqueue_depth", "hub") == 0 &&
+			hubGauge("fleetmirror_hub_cluster_up", "member-a") == 1 && hubGauge("fleetmirror_hub_cluster_up", "member-b") == 1
+	}, timeout, poll).Should(BeTrue())
+	for done := false; !done; {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != watch.Bookmark {
+				got, _ := ev.Object.(*corev1.Secret)
+				t.Errorf("the restarted hub wrote the source: %s, status %q", ev.Type, got.GetAnnotations()["fleetmirror.io/status"])
+			}
+		default:
+			done = true
+		}
+	}
+	for _, c := range fleet.Members {
+		m, err := getSecret(c, shared, "steady")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(m.ResourceVersion).To(Equal(mirrorRV[c.Name]), "the restarted hub wrote the mirror in %s", c.Name)
+	}
+}
+
+// hubCounter sums the series of a metric of the hub whose result label is
+// result.
+func hubCounter(metric, result string) float64 {
+	return sumSeries(metric, "result", result)
+}
+
+// hubGauge sums the series of a metric of the hub with label cluster or
+// name equal to value.
+func hubGauge(metric, value string) float64 {
+	return sumSeries(metric, "cluster", value) + sumSeries(metric, "name", value)
+}
+
+func sumSeries(metric, label, value string) float64 {
+	families, _ := ctrlmetrics.Registry.Gather()
+	var total float64
+	for _, f := range families {
+		if f.GetName() != metric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
