@@ -306,11 +306,19 @@ func (o *Options) AddController(mgr manager.Manager, name string, r *fmcontrolle
 }
 
 // NewRecorder returns a core/v1 event recorder writing to the cluster of
-// cfg as component, and the function that stops it.
-func NewRecorder(cfg *rest.Config, component string) (record.EventRecorder, func(), error) {
+// cfg as component, and the function that stops it. With httpClient, it
+// sends on that client's connections: those of a cluster that can go away
+// are then closed with it.
+func NewRecorder(cfg *rest.Config, httpClient *http.Client, component string) (record.EventRecorder, func(), error) {
 	// The core/v1 group client, not the whole clientset, which would link
 	// every API group's typed client into the binary.
-	core, err := typedcorev1.NewForConfig(cfg)
+	var core *typedcorev1.CoreV1Client
+	var err error
+	if httpClient != nil {
+		core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient)
+	} else {
+		core, err = typedcorev1.NewForConfig(cfg)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

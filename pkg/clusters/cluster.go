@@ -67,6 +67,7 @@ type Cluster struct {
 
 	namespaces cache.SharedIndexInformer
 	httpClient *http.Client
+	transport  *closingTransport // httpClient's; nil for clients made otherwise
 	disco      discovery.DiscoveryInterface
 	raw        rest.Interface
 	meta       rest.Interface // metadata responses, for Objects
@@ -90,11 +91,13 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
 	}
+	transport := &closingTransport{next: httpClient.Transport}
+	httpClient.Transport = transport
 	c, err := newWithHTTPClient(cfg, httpClient, opts)
 	if err != nil {
 		return nil, err
 	}
-	c.httpClient = httpClient
+	c.httpClient, c.transport = httpClient, transport
 	rawCfg := rest.CopyConfig(cfg)
 	rawCfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
 	if c.raw, err = rest.UnversionedRESTClientForConfigAndClient(rawCfg, httpClient); err != nil {
@@ -102,6 +105,10 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// HTTPClient is the client every request to the cluster goes through; its
+// connections are closed by Close.
+func (c *Cluster) HTTPClient() *http.Client { return c.httpClient }
 
 // Ping asks the API server whether it is ready.
 func (c *Cluster) Ping(ctx context.Context) error {
@@ -111,8 +118,9 @@ func (c *Cluster) Ping(ctx context.Context) error {
 	return c.raw.Get().AbsPath("/readyz").Do(ctx).Error()
 }
 
-// Close stops every watch and closes idle connections. Start must have
-// been given a context that is cancelled too, or has been.
+// Close stops every watch, refuses further requests and closes the
+// connections once the requests in flight have ended. Start must have been
+// given a context that is cancelled too, or has been.
 func (c *Cluster) Close() {
 	c.mu.Lock()
 	c.closed = true
@@ -123,8 +131,10 @@ func (c *Cluster) Close() {
 		delete(c.kinds, gvk)
 	}
 	c.mu.Unlock()
-	if c.httpClient != nil {
-		c.httpClient.CloseIdleConnections()
+	if c.transport != nil {
+		// The watches end as their contexts are cancelled; the connections
+		// close when the last stream or write in flight has ended.
+		c.transport.close()
 	}
 }
 

@@ -33,7 +33,7 @@ func Run(ctx context.Context, o Options) error {
 	r.CleanupTimeout = o.RemoteCleanupTimeout
 	r.DeleteOrphansOfUnregistered = o.DeleteMirrorsOfUnregistered
 	events := &fmcontroller.Events{Reconciler: r, CrossCluster: true}
-	recorder, stopRecorder, err := agent.NewRecorder(cfg, FieldManager)
+	recorder, stopRecorder, err := agent.NewRecorder(cfg, nil, FieldManager)
 	if err != nil {
 		return err
 	}

@@ -297,7 +297,7 @@ func (r *Registry) startMember(parent context.Context, m *member) {
 	m.cancel = cancel
 	var stopRecorder func()
 	if m.events == nil {
-		if rec, stop, err := agent.NewRecorder(m.cluster.Config, FieldManager); err == nil {
+		if rec, stop, err := agent.NewRecorder(m.cluster.Config, m.cluster.HTTPClient(), FieldManager); err == nil {
 			m.events, stopRecorder = rec, stop
 		}
 	}

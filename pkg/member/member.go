@@ -30,7 +30,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	recorder, stopRecorder, err := agent.NewRecorder(cfg, FieldManager)
+	recorder, stopRecorder, err := agent.NewRecorder(cfg, nil, FieldManager)
 	if err != nil {
 		return err
 	}
