@@ -87,11 +87,16 @@ type kindWatch struct {
 // so one connection pool and one rate limiter serve the cluster.
 func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	cfg = rest.CopyConfig(cfg)
+	// The cluster's own dialer, so that Close can close its connections;
+	// it also keeps client-go from sharing the transport with other
+	// clients of the same credentials (and from caching it for good).
+	conns := &connTracker{}
+	cfg.Dial = conns.dialer(cfg.Dial)
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
 	}
-	transport := &closingTransport{next: httpClient.Transport}
+	transport := &closingTransport{next: httpClient.Transport, conns: conns}
 	httpClient.Transport = transport
 	c, err := newWithHTTPClient(cfg, httpClient, opts)
 	if err != nil {

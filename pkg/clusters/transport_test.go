@@ -42,7 +42,8 @@ func TestClosingTransport(t *testing.T) {
 		return len(open)
 	}
 
-	tr := &closingTransport{next: &http.Transport{}}
+	conns := &connTracker{}
+	tr := &closingTransport{next: &http.Transport{DialContext: conns.dialer(nil)}, conns: conns}
 	client := &http.Client{Transport: tr}
 	resp, err := client.Get(srv.URL + "/once")
 	if err != nil {

@@ -22,6 +22,7 @@ const (
 type hubStats struct {
 	Goroutines   float64 `json:"goroutines"`   // go_goroutines
 	RSSMiB       float64 `json:"rssMiB"`       // VmRSS
+	HeapLiveMiB  float64 `json:"heapLiveMiB"`  // go_gc_heap_live_bytes: what the last collection found reachable
 	HeapInuseMiB float64 `json:"heapInuseMiB"` // go_memstats_heap_inuse_bytes
 	Clusters     float64 `json:"clusters"`     // fleetmirror_hub_registered_clusters
 }
@@ -46,10 +47,10 @@ type churn struct {
 
 func (c *churn) print(row func(name, value, detail string)) {
 	if c.Before != nil {
-		row("hub before churn", fmt.Sprintf("%.0f goroutines", c.Before.Goroutines), fmt.Sprintf("RSS %.1f MiB, heap in use %.1f MiB", c.Before.RSSMiB, c.Before.HeapInuseMiB))
+		row("hub before churn", fmt.Sprintf("%.0f goroutines", c.Before.Goroutines), fmt.Sprintf("RSS %.1f MiB, live heap %.1f MiB, heap in use %.1f MiB", c.Before.RSSMiB, c.Before.HeapLiveMiB, c.Before.HeapInuseMiB))
 	}
 	if c.After != nil {
-		row("hub after churn", fmt.Sprintf("%.0f goroutines", c.After.Goroutines), fmt.Sprintf("RSS %.1f MiB, heap in use %.1f MiB", c.After.RSSMiB, c.After.HeapInuseMiB))
+		row("hub after churn", fmt.Sprintf("%.0f goroutines", c.After.Goroutines), fmt.Sprintf("RSS %.1f MiB, live heap %.1f MiB, heap in use %.1f MiB", c.After.RSSMiB, c.After.HeapLiveMiB, c.After.HeapInuseMiB))
 	}
 	if l := c.RegisterToMirrors; l != nil {
 		row("register -> mirrors current p50", fmt.Sprintf("%.3fs", l.P50), fmt.Sprintf("p95 %.3fs, max %.3fs over %d cycles, %d source updates meanwhile", l.P95, l.Max, c.Cycles, c.SourceUpdates))
@@ -316,11 +317,16 @@ func (b *bench) waitRegistered(ctx context.Context, n float64) error {
 	}
 }
 
-// settledHubStats waits until the hub is idle, lets it settle (-settle) and
-// reads its goroutines and memory: connections, timers and the Go
-// scavenger settle alike before and after the churn.
+// settledHubStats waits until the hub is idle, has it collect its garbage
+// (through its profiling endpoint: otherwise the reading depends on how
+// long ago its last collection ran), lets it settle (-settle: the Go
+// scavenger returns freed pages, idle connections close) and reads its
+// goroutines and memory.
 func (b *bench) settledHubStats(ctx context.Context) (*hubStats, error) {
 	if _, err := b.agent.waitIdle(ctx, 0, b.opts.timeout); err != nil {
+		return nil, err
+	}
+	if err := b.agent.collectGarbage(ctx); err != nil {
 		return nil, err
 	}
 	select {
@@ -339,6 +345,7 @@ func (b *bench) settledHubStats(ctx context.Context) (*hubStats, error) {
 	return &hubStats{
 		Goroutines:   sum(fams, "go_goroutines"),
 		RSSMiB:       u.RSSMiB,
+		HeapLiveMiB:  sum(fams, "go_gc_heap_live_bytes") / (1 << 20),
 		HeapInuseMiB: sum(fams, "go_memstats_heap_inuse_bytes") / (1 << 20),
 		Clusters:     sum(fams, "fleetmirror_hub_registered_clusters"),
 	}, nil
