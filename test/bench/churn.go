@@ -321,7 +321,9 @@ func (b *bench) waitRegistered(ctx context.Context, n float64) error {
 // (through its profiling endpoint: otherwise the reading depends on how
 // long ago its last collection ran), lets it settle (-settle: the Go
 // scavenger returns freed pages, idle connections close) and reads its
-// goroutines and memory.
+// goroutines and memory. The live heap is that of the hub's last
+// collection during the settle: one forced through the profiling endpoint
+// would count the profile being built.
 func (b *bench) settledHubStats(ctx context.Context) (*hubStats, error) {
 	if _, err := b.agent.waitIdle(ctx, 0, b.opts.timeout); err != nil {
 		return nil, err
