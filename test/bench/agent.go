@@ -331,29 +331,6 @@ func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 }
 
 // sum adds up every series of family name (counters, gauges, untyped).
-// collectGarbage makes the agent run a garbage collection, through the
-// heap profile of its profiling endpoint.
-func (a *agent) collectGarbage(ctx context.Context) error {
-	if a.pprofAddr == "" {
-		return errors.New("the agent was started without a profiling endpoint")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	// Twice: objects parked in sync.Pools (buffers of HTTP and of metrics
-	// compression, whose number follows recent traffic) survive one
-	// collection in the pools' victim cache.
-	for range 2 {
-		code, err := httpGet(ctx, "http://"+a.pprofAddr+"/debug/pprof/heap?gc=1", io.Discard)
-		if err == nil && code != http.StatusOK {
-			err = fmt.Errorf("heap profile: HTTP %d", code)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func sum(fams map[string]*dto.MetricFamily, name string) float64 {
 	f := fams[name]
 	if f == nil {

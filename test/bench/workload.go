@@ -438,10 +438,7 @@ func (b *bench) newAgent() error {
 	}
 	logPath := filepath.Join(b.opts.out, "logs", b.workload+"-"+name+".log")
 	_ = os.Remove(logPath)
-	// hub-churn needs the profiling endpoint to collect the hub's garbage
-	// before each reading of its memory (settledHubStats).
-	pprof := b.opts.pprof || b.workload == "hub-churn"
-	a, err := newAgent(name, bin, logPath, pprof, base, strings.Fields(b.opts.agentArgs)...)
+	a, err := newAgent(name, bin, logPath, b.opts.pprof, base, strings.Fields(b.opts.agentArgs)...)
 	if err != nil {
 		return err
 	}
