@@ -124,16 +124,24 @@ func (b *bench) runChurn(ctx context.Context) (err error) {
 	}
 	c := &churn{Cycles: b.scale.Cycles}
 	b.res.Churn = c
-	progress("%s: converged in %.3fs; settling %s", b.workload, b.res.Convergence.Seconds, b.opts.settle)
+	// One cycle before the baseline, not counted: the first registration
+	// of a cluster initialises things once for good (client-go's request
+	// metrics of a new API server host, code paths run for the first
+	// time), which is not growth with churn.
+	absent := map[mirrorKey]string{}
+	for _, k := range keysOf(b.want(b.sources, churnTargets)) {
+		absent[k] = wantAbsent
+	}
+	var warmup sync.Mutex
+	if _, _, err := b.churnCycle(ctx, &warmup, churner, churnTargets, absent, stable); err != nil {
+		return fmt.Errorf("warm-up cycle: %w", err)
+	}
+	progress("%s: converged in %.3fs; one warm-up cycle done; settling %s", b.workload, b.res.Convergence.Seconds, b.opts.settle)
 	if c.Before, err = b.settledHubStats(ctx); err != nil {
 		return err
 	}
 
 	// Cycles, while a source changes every churnUpdateInterval.
-	absent := map[mirrorKey]string{}
-	for _, k := range keysOf(b.want(b.sources, churnTargets)) {
-		absent[k] = wantAbsent
-	}
 	p, err = b.beginPhase(ctx, "churn")
 	if err != nil {
 		return err
