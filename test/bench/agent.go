@@ -331,6 +331,38 @@ func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 }
 
 // sum adds up every series of family name (counters, gauges, untyped).
+// liveHeap returns the agent's live heap in bytes just after a garbage
+// collection: it forces one through the profiling endpoint (the text
+// profile, the smallest to build) and reads go_gc_heap_live_bytes, which
+// the collection sets. Should building the profile start a second
+// collection (its allocations would count as live), it tries again.
+func (a *agent) liveHeap(ctx context.Context) (float64, error) {
+	if a.pprofAddr == "" {
+		return 0, errors.New("the agent was started without a profiling endpoint")
+	}
+	for range 5 {
+		before, err := a.scrape(ctx)
+		if err != nil {
+			return 0, err
+		}
+		code, err := httpGet(ctx, "http://"+a.pprofAddr+"/debug/pprof/heap?gc=1&debug=1", io.Discard)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("heap profile: HTTP %d", code)
+		}
+		if err != nil {
+			return 0, err
+		}
+		after, err := a.scrape(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if sum(after, "go_gc_cycles_total_gc_cycles_total")-sum(before, "go_gc_cycles_total_gc_cycles_total") == 1 {
+			return sum(after, "go_gc_heap_live_bytes"), nil
+		}
+	}
+	return 0, errors.New("no collection of the agent was alone: the live heap cannot be read")
+}
+
 func sum(fams map[string]*dto.MetricFamily, name string) float64 {
 	f := fams[name]
 	if f == nil {

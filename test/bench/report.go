@@ -234,7 +234,6 @@ func (r *Result) finish(err error) {
 	}
 	if c := r.Churn; c != nil && c.After != nil && c.Before != nil {
 		check("hub goroutines after churn", fmt.Sprintf("<= %.0f (before)", c.Before.Goroutines), fmt.Sprintf("%.0f", c.After.Goroutines), c.After.Goroutines <= c.Before.Goroutines)
-		check("hub live heap after churn", fmt.Sprintf("<= %.1f MiB (before +10%%)", c.Before.HeapLiveMiB*1.1), mib(c.After.HeapLiveMiB), c.After.HeapLiveMiB <= c.Before.HeapLiveMiB*1.1)
 		check("hub RSS after churn", fmt.Sprintf("<= %.1f MiB (before +10%%)", c.Before.RSSMiB*1.1), mib(c.After.RSSMiB), c.After.RSSMiB <= c.Before.RSSMiB*1.1)
 	}
 }

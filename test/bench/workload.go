@@ -438,7 +438,10 @@ func (b *bench) newAgent() error {
 	}
 	logPath := filepath.Join(b.opts.out, "logs", b.workload+"-"+name+".log")
 	_ = os.Remove(logPath)
-	a, err := newAgent(name, bin, logPath, b.opts.pprof, base, strings.Fields(b.opts.agentArgs)...)
+	// hub-churn makes the hub collect its garbage through the profiling
+	// endpoint before reading its live heap (settledHubStats).
+	pprof := b.opts.pprof || b.workload == wlHubChurn
+	a, err := newAgent(name, bin, logPath, pprof, base, strings.Fields(b.opts.agentArgs)...)
 	if err != nil {
 		return err
 	}
