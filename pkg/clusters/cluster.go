@@ -89,7 +89,7 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	cfg = rest.CopyConfig(cfg)
 	// The cluster's own dialer, so that Close can close its connections;
 	// it also keeps client-go from sharing the transport with other
-	// clients of the same credentials (and from caching it for good).
+	// clients of the same credentials (its cache keys on the dialer).
 	conns := &connTracker{}
 	cfg.Dial = conns.dialer(cfg.Dial)
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -205,10 +205,9 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	if c.kind(gvk) != nil {
 		return nil
 	}
-	// Discovery may go to the network: never under c.mu.
-	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := c.mapping(gvk)
 	if err != nil {
-		return fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
+		return err
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 		return fmt.Errorf("cluster %s: kind %s is not namespaced", c.opts.Name, gvk)
@@ -336,7 +335,7 @@ func (c *Cluster) Source(gvk schema.GroupVersionKind, namespace, name string) (*
 	if w == nil {
 		return nil, false
 	}
-	return getUnstructured(w.sources.GetStore(), namespace+"/"+name)
+	return get[*unstructured.Unstructured](w.sources.GetStore(), namespace+"/"+name)
 }
 
 // Sources returns every cached source of kind gvk. Shared with the cache.
@@ -345,7 +344,7 @@ func (c *Cluster) Sources(gvk schema.GroupVersionKind) []*unstructured.Unstructu
 	if w == nil {
 		return nil
 	}
-	return toUnstructured(w.sources.GetStore().List())
+	return typed[*unstructured.Unstructured](w.sources.GetStore().List())
 }
 
 // Mirror returns our cached mirror namespace/name of kind gvk. Shared with
@@ -355,12 +354,7 @@ func (c *Cluster) Mirror(gvk schema.GroupVersionKind, namespace, name string) (*
 	if w == nil {
 		return nil, false
 	}
-	o, ok, _ := w.mirrors.GetStore().GetByKey(namespace + "/" + name)
-	if !ok {
-		return nil, false
-	}
-	m, ok := o.(*Mirror)
-	return m, ok
+	return get[*Mirror](w.mirrors.GetStore(), namespace+"/"+name)
 }
 
 // MirrorsOf returns our cached mirrors of kind gvk whose source reference is
@@ -371,7 +365,7 @@ func (c *Cluster) MirrorsOf(gvk schema.GroupVersionKind, sourceRef string) []*Mi
 		return nil
 	}
 	objs, _ := w.mirrors.GetIndexer().ByIndex(IndexSource, sourceRef)
-	return toMirrors(objs)
+	return typed[*Mirror](objs)
 }
 
 // AllMirrors returns every cached mirror of kind gvk. Shared with the cache.
@@ -380,17 +374,7 @@ func (c *Cluster) AllMirrors(gvk schema.GroupVersionKind) []*Mirror {
 	if w == nil {
 		return nil
 	}
-	return toMirrors(w.mirrors.GetStore().List())
-}
-
-func toMirrors(objs []any) []*Mirror {
-	out := make([]*Mirror, 0, len(objs))
-	for _, o := range objs {
-		if m, ok := o.(*Mirror); ok {
-			out = append(out, m)
-		}
-	}
-	return out
+	return typed[*Mirror](w.mirrors.GetStore().List())
 }
 
 // Namespaces returns the cached namespaces. Shared with the cache.
@@ -405,20 +389,23 @@ func (c *Cluster) Namespaces() []*metav1.PartialObjectMetadata {
 	return out
 }
 
-func getUnstructured(s cache.Store, key string) (*unstructured.Unstructured, bool) {
+// get returns the object stored under key if it is a T.
+func get[T any](s cache.Store, key string) (T, bool) {
+	var zero T
 	o, ok, _ := s.GetByKey(key)
 	if !ok {
-		return nil, false
+		return zero, false
 	}
-	u, ok := o.(*unstructured.Unstructured)
-	return u, ok
+	t, ok := o.(T)
+	return t, ok
 }
 
-func toUnstructured(objs []any) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, 0, len(objs))
+// typed keeps the objects that are a T.
+func typed[T any](objs []any) []T {
+	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			out = append(out, u)
+		if t, ok := o.(T); ok {
+			out = append(out, t)
 		}
 	}
 	return out
@@ -467,9 +454,9 @@ func stripMetadata(obj any) (any, error) {
 
 // Resource returns the dynamic client of kind gvk in namespace.
 func (c *Cluster) Resource(gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, error) {
-	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := c.mapping(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
+		return nil, err
 	}
 	return c.Dynamic.Resource(mapping.Resource).Namespace(namespace), nil
 }
@@ -477,14 +464,24 @@ func (c *Cluster) Resource(gvk schema.GroupVersionKind, namespace string) (dynam
 // Objects returns the client mirrors of kind gvk in namespace are written
 // with.
 func (c *Cluster) Objects(gvk schema.GroupVersionKind, namespace string) (*Objects, error) {
-	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := c.mapping(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
+		return nil, err
 	}
 	return &Objects{
 		ResourceInterface: c.Dynamic.Resource(mapping.Resource).Namespace(namespace),
 		meta:              c.meta, gvr: mapping.Resource, ns: namespace,
 	}, nil
+}
+
+// mapping resolves gvk by discovery, which may go to the network: never
+// call it under c.mu.
+func (c *Cluster) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
+	}
+	return mapping, nil
 }
 
 // KindSynced reports whether gvk is watched in c and, if so, whether its

@@ -30,7 +30,7 @@ var errClosed = errors.New("the cluster was closed")
 // a hub whose clusters come and go cannot afford.
 type closingTransport struct {
 	next  http.RoundTripper
-	conns *connTracker // the connections of next; nil: idle ones are closed
+	conns *connTracker // the connections next dials
 
 	mu       sync.Mutex
 	closed   bool
@@ -73,9 +73,7 @@ func (t *closingTransport) close() {
 
 func (t *closingTransport) closeConns() {
 	utilnet.CloseIdleConnectionsFor(t.next)
-	if t.conns != nil {
-		t.conns.closeAll()
-	}
+	t.conns.closeAll()
 }
 
 func (t *closingTransport) done() {
