@@ -31,6 +31,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
@@ -44,10 +45,10 @@ type Options struct {
 	ClusterName             string
 	Namespace               string
 	ResourceTypes           []schema.GroupVersionKind
-	ExcludedNamespaces      []string
-	IncludedNamespaces      []string
+	ExcludedNamespaces      glob.List
+	IncludedNamespaces      glob.List
 	MaxTargets              int
-	StripKeys               []string
+	StripKeys               glob.List
 	Workers                 int
 	WriteParallelism        int
 	QPS                     float64
@@ -135,9 +136,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet, binary, defaultCluster string) fun
 				}
 			}
 		}
-		o.ExcludedNamespaces = append(SplitList(excluded), o.Namespace)
-		o.IncludedNamespaces = SplitList(included)
-		o.StripKeys = SplitList(strip)
+		if o.ExcludedNamespaces, err = ParseNamespaceGlobs("excluded-namespaces", excluded); err != nil {
+			return err
+		}
+		own, err := glob.Parse(o.Namespace)
+		if err != nil {
+			return fmt.Errorf("--namespace: %w", err)
+		}
+		o.ExcludedNamespaces = append(o.ExcludedNamespaces, own)
+		if o.IncludedNamespaces, err = ParseNamespaceGlobs("included-namespaces", included); err != nil {
+			return err
+		}
+		if o.StripKeys, err = glob.ParseList(SplitList(strip)); err != nil {
+			return fmt.Errorf("--strip-keys: %w", err)
+		}
 		if o.LeaderElectionNamespace == "" {
 			o.LeaderElectionNamespace = o.Namespace
 		}
@@ -193,6 +205,18 @@ func (o *Options) Kinds(managedBy string, synced func(*clusters.Cluster, schema.
 		ManagedBy:         managedBy,
 		Synced:            synced,
 	})
+}
+
+// ParseNamespaceGlobs parses the comma-separated value of the pattern flag
+// named flag (namespace or cluster names). A malformed pattern is an error
+// naming the flag and the pattern: it would otherwise match nothing, and an
+// exclusion that excludes nothing fails open.
+func ParseNamespaceGlobs(flag, value string) (glob.List, error) {
+	l, err := glob.ParseNames(SplitList(value))
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return l, nil
 }
 
 // SplitList splits a comma-separated flag value, dropping empty entries.

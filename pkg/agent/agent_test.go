@@ -58,7 +58,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.ResourceTypes) != 0 || !o.LazyWatchers || o.MaxTargets != 100 || o.ExcludedNamespaces[len(o.ExcludedNamespaces)-1] != o.Namespace {
+	if len(o.ResourceTypes) != 0 || !o.LazyWatchers || o.MaxTargets != 100 || o.ExcludedNamespaces[len(o.ExcludedNamespaces)-1].String() != o.Namespace {
 		t.Errorf("defaults: %+v", o)
 	}
 	for _, bad := range [][]string{

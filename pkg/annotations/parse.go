@@ -2,12 +2,13 @@ package annotations
 
 import (
 	"fmt"
-	"path"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
 
 // MaxAnnotationLength bounds AnnotationTargetNamespaces. A longer value is
@@ -35,6 +36,8 @@ type Pattern struct {
 	// Raw is the pattern as written.
 	Raw  string
 	Kind PatternKind
+	// glob is Raw parsed, for Kind Glob.
+	glob glob.Glob
 }
 
 // Match reports whether name is matched by the pattern. All and AllLabeled
@@ -44,11 +47,7 @@ func (p Pattern) Match(name string) bool {
 	case Name:
 		return p.Raw == name
 	case Glob:
-		// path.Match implements exactly * and ?; names never hold '/', and
-		// validation has already refused '[' and '\', so its other syntax
-		// cannot appear.
-		ok, _ := path.Match(p.Raw, name)
-		return ok
+		return p.glob.Match(name)
 	default:
 		return true
 	}
@@ -209,10 +208,16 @@ func parseNamePattern(s string, maxLen int, isValid func(string) []string) (Patt
 		}
 		return Pattern{Raw: s, Kind: Name}, nil
 	}
+	// Target entries take only * and ? of the glob syntax: a namespace
+	// list is no place for character classes and escapes.
 	for _, c := range s {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '*' || c == '?') {
 			return Pattern{}, fmt.Errorf("invalid character %q in pattern; use lowercase letters, digits, '-', '.', '*' and '?'", c)
 		}
 	}
-	return Pattern{Raw: s, Kind: Glob}, nil
+	g, err := glob.Parse(s)
+	if err != nil {
+		return Pattern{}, err
+	}
+	return Pattern{Raw: s, Kind: Glob, glob: g}, nil
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -214,13 +213,12 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	}
 	sourceSel := labels.SelectorFromSet(labels.Set{annotations.LabelEnabled: "true"})
 	mirrorSel := labels.SelectorFromSet(labels.Set{annotations.LabelMirror: "true", annotations.LabelManagedBy: c.opts.ManagedBy})
-	// A mirror never is a source, even when someone copied the enabled label onto it.
-	notMirror, _ := labels.NewRequirement(annotations.LabelMirror, selection.DoesNotExist, nil)
-	sourceSel = sourceSel.Add(*notMirror)
 
 	w := &kindWatch{
 		// Sources are kept whole (their content is copied) but for what
-		// stripMetadata drops.
+		// stripMetadata drops. A mirror someone labelled as a source is
+		// listed too, so that the reconciler can refuse it out loud; there
+		// are none unless somebody tries, and then they are few.
 		sources: c.informer(mapping.Resource, sourceSel, nil, stripMetadata),
 		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
 	}

@@ -235,7 +235,7 @@ func (k *Kinds) inUse(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 			continue
 		}
 		for _, sel := range []string{
-			annotations.LabelEnabled + "=true,!" + annotations.LabelMirror,
+			annotations.LabelEnabled + "=true",
 			annotations.LabelMirror + "=true," + annotations.LabelManagedBy + "=" + k.opts.ManagedBy,
 		} {
 			if found, err := c.probe(ctx, gvk, sel); err != nil || found {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -58,6 +60,10 @@ type Reconciler struct {
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
+	// refusals is the budget of warnings about mirrors posing as sources;
+	// made on first use.
+	refusals     *rate.Limiter
+	refusalsOnce sync.Once
 }
 
 // parseTransform returns the source's transform rules, nil when it has none.
@@ -116,6 +122,9 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 
 	// 2. Deleted, refused, switched off or not ours to serve: remove every
 	// mirror, then the finalizer.
+	if desired.IsMirror(src.GetLabels()) {
+		return r.refuseMirror(ctx, c, key, src, ref)
+	}
 	req := annotations.Parse(src.GetLabels(), src.GetAnnotations())
 	if refusal := desired.Refusal(key.GVK, src); refusal != "" {
 		r.warnIf(c, src, ReasonSourceRefused, true, "Not mirrored: %s", refusal)
@@ -198,6 +207,35 @@ func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string)
 	return reconcile.Result{}, sum.err()
 }
 
+// refusalsPerSecond and refusalBurst bound the SourceRefused warnings about
+// mirrors posing as sources, over all objects: whoever can label objects
+// must not be able to flood the API server with Events through us.
+const (
+	refusalsPerSecond = 1
+	refusalBurst      = 20
+)
+
+// refuseMirror handles a mirror that carries the enabled label: a mirror is
+// never a source (its source is). It warns once per object and message,
+// within a shared budget, and writes nothing to the object, which may not
+// even be ours. Only our own finalizer, left from a time the object was a
+// source, is taken off, after the mirrors it had are removed.
+func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (reconcile.Result, error) {
+	msg := fmt.Sprintf("Not mirrored: it is itself a mirror (label %s=true) of %s; remove the label %s, or annotate its source instead",
+		annotations.LabelMirror, cmp.Or(src.GetAnnotations()[annotations.AnnotationSource], "an unknown source"), annotations.LabelEnabled)
+	if !r.warned(c, src, ReasonSourceRefused, msg) {
+		r.refusalsOnce.Do(func() { r.refusals = rate.NewLimiter(refusalsPerSecond, refusalBurst) })
+		if !r.refusals.Allow() {
+			return reconcile.Result{RequeueAfter: retryConflict}, nil
+		}
+		r.warnIf(c, src, ReasonSourceRefused, true, "%s", msg)
+	}
+	if !slices.Contains(src.GetFinalizers(), r.Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	return r.removeAll(ctx, c, key, src, ref)
+}
+
 // release handles a source missing from the cache: deleted, or its enabled
 // label removed. It removes the mirrors and, if the object still exists,
 // our finalizer.
@@ -207,8 +245,7 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if live != nil && live.GetDeletionTimestamp() == nil && live.GetLabels()[annotations.LabelEnabled] == "true" &&
-		!desired.IsMirror(live.GetLabels()) {
+	if live != nil && live.GetDeletionTimestamp() == nil && live.GetLabels()[annotations.LabelEnabled] == "true" {
 		// Enabled and alive: our cache has not seen it yet. Its add event
 		// will come; do not touch its mirrors meanwhile.
 		return reconcile.Result{RequeueAfter: retryStale}, nil
@@ -395,6 +432,17 @@ func (r *Reconciler) warnIf(c *clusters.Cluster, src *unstructured.Unstructured,
 	last.Store(reason, msg)
 	r.Scope.Recorder(c).Eventf(src, corev1.EventTypeWarning, reason, "%s", msg)
 	return true
+}
+
+// warned reports whether warnIf already emitted msg for reason about src.
+func (r *Reconciler) warned(c *clusters.Cluster, src *unstructured.Unstructured, reason, msg string) bool {
+	key := Key{Cluster: c.Name(), GVK: src.GroupVersionKind(), Namespace: src.GetNamespace(), Name: src.GetName()}
+	v, ok := r.reported.Load(key)
+	if !ok {
+		return false
+	}
+	prev, ok := v.(*sync.Map).Load(reason)
+	return ok && prev == msg
 }
 
 func (r *Reconciler) forget(key Key) {

@@ -11,13 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/transform"
 )
 
@@ -40,7 +40,7 @@ type Options struct {
 	// ManagedBy is the value of LabelManagedBy on mirrors.
 	ManagedBy string
 	// Strip lists label and annotation key globs never copied.
-	Strip []string
+	Strip glob.List
 }
 
 // metadataOnly are the top-level fields that are not content.
@@ -62,10 +62,10 @@ func Content(obj *unstructured.Unstructured) map[string]any {
 
 // copied returns the keys of m that a mirror carries: all but control keys
 // and those matching a strip glob.
-func copied(m map[string]string, strip []string) map[string]string {
+func copied(m map[string]string, strip glob.List) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		if isControlKey(k) || matchAny(strip, k) {
+		if isControlKey(k) || strip.Match(k) {
 			continue
 		}
 		out[k] = v
@@ -75,20 +75,34 @@ func copied(m map[string]string, strip []string) map[string]string {
 
 func isControlKey(k string) bool { return strings.HasPrefix(k, annotations.Prefix) }
 
-func matchAny(globs []string, key string) bool {
-	for _, g := range globs {
-		if ok, _ := path.Match(g, key); ok {
-			return true
-		}
-	}
-	return false
+// Hash is the content hash of a live mirror: its Content and its labels
+// and annotations but the keys Build stamps. It equals the content hash
+// Build stamped exactly when nothing we propagate differs and the mirror
+// carries no control key besides our stamps: a mirror is never built with
+// one, so any other (a source's annotations or the enabled label, added by
+// hand) is drift and is reverted like any other edit.
+func Hash(obj *unstructured.Unstructured) string {
+	return hashOf(Content(obj), unstamped(obj.GetLabels()), unstamped(obj.GetAnnotations()))
 }
 
-// Hash is the content hash of an object: its Content and its labels and
-// annotations other than control keys. The same function hashes a desired
-// mirror and a live one, so equal hashes mean nothing we propagate differs.
-func Hash(obj *unstructured.Unstructured) string {
-	return hashOf(Content(obj), copied(obj.GetLabels(), nil), copied(obj.GetAnnotations(), nil))
+// stampedKeys are the control keys Build sets on every mirror.
+var stampedKeys = map[string]bool{
+	annotations.LabelMirror:                     true,
+	annotations.LabelManagedBy:                  true,
+	annotations.AnnotationSource:                true,
+	annotations.AnnotationSourceUID:             true,
+	annotations.AnnotationSourceResourceVersion: true,
+	annotations.AnnotationContentHash:           true,
+}
+
+func unstamped(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !stampedKeys[k] {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func hashOf(content map[string]any, labels, annots map[string]string) string {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/transform"
 )
 
@@ -32,7 +33,7 @@ func source() *unstructured.Unstructured {
 }
 
 func TestBuild(t *testing.T) {
-	m, _, err := Build(source(), Target{Cluster: "eu-1", Namespace: "team-a"}, Options{SourceCluster: "eu-1", ManagedBy: "member", Strip: DefaultStrip}, nil)
+	m, _, err := Build(source(), Target{Cluster: "eu-1", Namespace: "team-a"}, Options{SourceCluster: "eu-1", ManagedBy: "member", Strip: glob.MustParseList(DefaultStrip...)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +110,48 @@ func TestHashCoversWhatIsPropagated(t *testing.T) {
 			t.Errorf("%s: hash changed = %v, want %v", tt.name, changed, tt.changes)
 		}
 	}
+}
+
+// Control keys added to a live mirror by hand are drift: the live hash no
+// longer equals the stamped one, so the mirror is written again. Our own
+// stamps, whatever their values, are bookkeeping and are no drift.
+func TestHashSeesControlKeysAddedToAMirror(t *testing.T) {
+	m, _, err := Build(source(), Target{Namespace: "a"}, Options{SourceCluster: "c", ManagedBy: "member"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamped := m.GetAnnotations()[annotations.AnnotationContentHash]
+	tests := []struct {
+		name   string
+		mutate func(u *unstructured.Unstructured)
+		drift  bool
+	}{
+		{"enabled label", func(u *unstructured.Unstructured) { setLabel(u, annotations.LabelEnabled, "true") }, true},
+		{"target annotation", func(u *unstructured.Unstructured) { setAnnotation(u, annotations.AnnotationTargetNamespaces, "all") }, true},
+		{"sync annotation", func(u *unstructured.Unstructured) { setAnnotation(u, annotations.AnnotationSync, "true") }, true},
+		{"unknown control label", func(u *unstructured.Unstructured) { setLabel(u, annotations.Prefix+"anything", "x") }, true},
+		{"source resourceVersion stamp", func(u *unstructured.Unstructured) { setAnnotation(u, annotations.AnnotationSourceResourceVersion, "99") }, false},
+		{"managed-by stamp", func(u *unstructured.Unstructured) { setLabel(u, annotations.LabelManagedBy, "hub") }, false},
+	}
+	for _, tt := range tests {
+		live := m.DeepCopy()
+		tt.mutate(live)
+		if drift := Hash(live) != stamped; drift != tt.drift {
+			t.Errorf("%s: drift = %v, want %v", tt.name, drift, tt.drift)
+		}
+	}
+}
+
+func setLabel(u *unstructured.Unstructured, k, v string) {
+	l := u.GetLabels()
+	l[k] = v
+	u.SetLabels(l)
+}
+
+func setAnnotation(u *unstructured.Unstructured, k, v string) {
+	a := u.GetAnnotations()
+	a[k] = v
+	u.SetAnnotations(a)
 }
 
 func TestOwned(t *testing.T) {

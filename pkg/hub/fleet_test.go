@@ -246,7 +246,7 @@ func TestMemberAndHubSideBySide(t *testing.T) {
 // startMember runs a member agent against cluster c in this process.
 func startMember(t *testing.T, c *fleettest.Cluster) func() {
 	t.Helper()
-	o, err := member.ParseOptions("--cluster-name="+c.Name, "--namespace="+secretsNS,
+	o, err := member.ParseOptions("--cluster-name="+c.Name, "--namespace="+systemNS,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--resync-period=0",
 		"--resource-types=Secret.v1,ConfigMap.v1", "--lazy-probe-interval=300ms")
 	if err != nil {

@@ -44,6 +44,28 @@ func clusterName(s *corev1.Secret) (string, bool) {
 	return name, true
 }
 
+// mirrored says why a registration Secret is refused for being a mirror,
+// or "" when it is not one. A mirror's content is chosen by whoever
+// annotated its source, possibly a tenant of another cluster; were it
+// trusted, that tenant could register a cluster of their choosing and
+// receive every Secret mirrored fleet-wide. The mirror labels and the
+// source reference are set by every fleetmirror writer and cannot be
+// changed by transforms, so they mark a mirror in whatever namespace it
+// lands.
+func mirrored(s *corev1.Secret) string {
+	for _, key := range []string{annotations.LabelMirror, annotations.LabelManagedBy} {
+		if v, ok := s.Labels[key]; ok {
+			return fmt.Sprintf("Secret carries the mirror label %s=%s: a mirror never registers a cluster; registration Secrets are written by the fleet's administrators (or Cluster API)", key, v)
+		}
+	}
+	for _, key := range []string{annotations.AnnotationSource, annotations.AnnotationSourceUID} {
+		if v, ok := s.Annotations[key]; ok {
+			return fmt.Sprintf("Secret carries the source reference %s=%s: a mirror never registers a cluster; registration Secrets are written by the fleet's administrators (or Cluster API)", key, v)
+		}
+	}
+	return ""
+}
+
 // parseRegistration validates a registration Secret. Errors are meant for
 // the Event on the Secret.
 func parseRegistration(s *corev1.Secret, allowPlugins bool) (*registration, error) {

@@ -16,7 +16,7 @@ var (
 	}, []string{"cluster"})
 	registrationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleetmirror_hub_registration_errors_total",
-		Help: "Kubeconfig Secrets refused, by reason (invalid, duplicate, plugin).",
+		Help: "Kubeconfig Secrets refused, by reason (invalid, duplicate, plugin, mirror).",
 	}, []string{"reason"})
 	registeredClusters = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fleetmirror_hub_registered_clusters",

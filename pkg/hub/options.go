@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
 
 // Options are the hub's settings; each is a flag.
@@ -17,8 +18,8 @@ type Options struct {
 	AllowKubeconfigPlugins bool
 	// AllowedSourceClusters and AllowedSourceNamespaces (globs) limit the
 	// sources whose CLUSTER/NS entries the hub serves; empty allows all.
-	AllowedSourceClusters   []string
-	AllowedSourceNamespaces []string
+	AllowedSourceClusters   glob.List
+	AllowedSourceNamespaces glob.List
 	// RemoteCleanupTimeout bounds how long a deleted source is held while
 	// clusters with its mirrors are unreachable.
 	RemoteCleanupTimeout time.Duration
@@ -28,6 +29,10 @@ type Options struct {
 	// ProbeInterval and ProbeTimeout govern cluster health probes.
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
+
+	// secretsNamespace is ClusterSecretsNamespace as a pattern: it is
+	// never a target in the hub's own cluster.
+	secretsNamespace glob.Glob
 }
 
 // BindFlags registers every option on fs and returns a function that
@@ -50,8 +55,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) func() error {
 		if o.ClusterSecretsNamespace == "" {
 			o.ClusterSecretsNamespace = o.Namespace
 		}
-		o.AllowedSourceClusters = agent.SplitList(clustersFlag)
-		o.AllowedSourceNamespaces = agent.SplitList(namespacesFlag)
+		var err error
+		if o.AllowedSourceClusters, err = agent.ParseNamespaceGlobs("allowed-source-clusters", clustersFlag); err != nil {
+			return err
+		}
+		if o.AllowedSourceNamespaces, err = agent.ParseNamespaceGlobs("allowed-source-namespaces", namespacesFlag); err != nil {
+			return err
+		}
+		if o.secretsNamespace, err = glob.Parse(o.ClusterSecretsNamespace); err != nil {
+			return fmt.Errorf("--cluster-secrets-namespace: %w", err)
+		}
 		switch orphans {
 		case "keep":
 		case "delete":

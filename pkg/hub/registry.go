@@ -39,6 +39,9 @@ const (
 	ReasonInvalidKubeconfig  = "InvalidKubeconfig"
 	ReasonDuplicateCluster   = "DuplicateClusterName"
 	ReasonClusterUnreachable = "ClusterUnreachable"
+	// ReasonRegistrationRefused: the Secret was written by a mirroring
+	// agent, not by whoever may register clusters, so it registers nothing.
+	ReasonRegistrationRefused = "RegistrationRefused"
 )
 
 // member is one cluster of the fleet as the hub keeps it.
@@ -199,6 +202,10 @@ func (r *Registry) sync(ctx context.Context) {
 	want := map[string]*registration{}
 	wantSecret := map[string]*corev1.Secret{}
 	for _, s := range secrets {
+		if why := mirrored(s); why != "" {
+			r.refuse(s, ReasonRegistrationRefused, "mirror", why)
+			continue
+		}
 		reg, err := parseRegistration(s, r.opts.AllowKubeconfigPlugins)
 		name, _ := clusterName(s)
 		switch {

@@ -3,7 +3,6 @@ package hub
 import (
 	"cmp"
 	"fmt"
-	"path"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +11,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
@@ -86,7 +86,13 @@ func (s *fleetScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 			continue
 		}
 		p.Clusters++
-		res := targets.Resolve(patterns, "", fmcontroller.Namespaces(m.cluster), s.policy, 0)
+		policy := s.policy
+		if m == s.registry.local {
+			// The registration Secrets are read there: a mirror in that
+			// namespace could register a cluster of a tenant's choosing.
+			policy = policy.Excluding(s.opts.secretsNamespace)
+		}
+		res := targets.Resolve(patterns, "", fmcontroller.Namespaces(m.cluster), policy, 0)
 		for _, ns := range res.Namespaces {
 			p.Targets = append(p.Targets, fmcontroller.Target{Cluster: m.cluster, Namespace: ns})
 		}
@@ -120,16 +126,8 @@ func (s *fleetScope) MirrorClusters(source string) (reachable []*clusters.Cluste
 	return reachable, unreachable
 }
 
-func allowed(globs []string, name string) bool {
-	if len(globs) == 0 {
-		return true
-	}
-	for _, g := range globs {
-		if ok, _ := path.Match(g, name); ok {
-			return true
-		}
-	}
-	return false
+func allowed(globs glob.List, name string) bool {
+	return len(globs) == 0 || globs.Match(name)
 }
 
 func qualify(cluster string, names []string) []string {

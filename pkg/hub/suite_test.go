@@ -26,7 +26,11 @@ import (
 )
 
 const (
-	secretsNS = "fleetmirror-system"
+	// systemNS is the agents' own namespace (--namespace).
+	systemNS = "fleetmirror-system"
+	// secretsNS holds the registration Secrets: apart from systemNS, as
+	// with Cluster API, where they sit beside the Cluster objects.
+	secretsNS = "capi-clusters"
 	timeout   = 30 * time.Second
 	poll      = 100 * time.Millisecond
 )
@@ -59,9 +63,11 @@ func TestMain(m *testing.M) {
 	code := func() int {
 		ctx := context.Background()
 		for _, c := range fleet.Clusters() {
-			if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretsNS}}); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
+			for _, ns := range []string{systemNS, secretsNS} {
+				if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					return 1
+				}
 			}
 		}
 		if err := registerA(); err != nil {
@@ -122,7 +128,8 @@ type running struct {
 func startHub(extraArgs ...string) *running {
 	args := append([]string{
 		"--cluster-name=hub",
-		"--namespace=" + secretsNS,
+		"--namespace=" + systemNS,
+		"--cluster-secrets-namespace=" + secretsNS,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 		"--resync-period=0",

@@ -4,10 +4,10 @@
 package targets
 
 import (
-	"path"
 	"slices"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
 
 // DefaultExcludedNamespaces are never targeted unless the operator says so.
@@ -25,19 +25,25 @@ type Namespace struct {
 // Policy is the operator's side of target resolution.
 type Policy struct {
 	// Included, when not empty, limits targets to namespaces matching one glob.
-	Included []string
+	Included glob.List
 	// Excluded namespaces (globs) are never targeted, whatever the entry.
-	Excluded []string
+	Excluded glob.List
 	// MaxTargets bounds the targets of one source; zero means no bound.
 	MaxTargets int
 }
 
 // Allows reports whether the operator lets mirrors into namespace ns.
 func (p Policy) Allows(ns string) bool {
-	if matchAny(p.Excluded, ns) {
+	if p.Excluded.Match(ns) {
 		return false
 	}
-	return len(p.Included) == 0 || matchAny(p.Included, ns)
+	return len(p.Included) == 0 || p.Included.Match(ns)
+}
+
+// Excluding returns a copy of p that also excludes the namespaces of more.
+func (p Policy) Excluding(more ...glob.Glob) Policy {
+	p.Excluded = append(slices.Clip(p.Excluded), more...)
+	return p
 }
 
 // Limit is the bound for a source asking for perSource targets (zero: unset).
@@ -46,15 +52,6 @@ func (p Policy) Limit(perSource int) int {
 		return perSource
 	}
 	return p.MaxTargets
-}
-
-func matchAny(globs []string, name string) bool {
-	for _, g := range globs {
-		if ok, _ := path.Match(g, name); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // Result is the outcome of Resolve. Every list is sorted.

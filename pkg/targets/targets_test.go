@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
 
 func ns(name string, kv ...string) Namespace {
@@ -25,7 +26,7 @@ func TestResolve(t *testing.T) {
 		ns("app-3"),
 		{Name: "app-4", Terminating: true, Labels: map[string]string{annotations.LabelAllowMirrors: "true"}},
 	}
-	policy := Policy{Excluded: DefaultExcludedNamespaces}
+	policy := Policy{Excluded: glob.MustParseList(DefaultExcludedNamespaces...)}
 	tests := []struct {
 		name    string
 		targets string
@@ -46,7 +47,7 @@ func TestResolve(t *testing.T) {
 		{name: "named opted out is refused", targets: "app-2", policy: policy, refused: "app-2"},
 		{name: "named missing", targets: "nope, app-4", policy: policy, missing: "app-4,nope"},
 		{name: "glob never reaches excluded", targets: "kube-*", policy: policy},
-		{name: "included limits", targets: "all", policy: Policy{Included: []string{"team-*"}}, want: "team-a,team-b,team-cc"},
+		{name: "included limits", targets: "all", policy: Policy{Included: glob.MustParseList("team-*")}, want: "team-a,team-b,team-cc"},
 		{name: "limit keeps sort order", targets: "team-cc, app-*, team-a", policy: policy, limit: 2,
 			want: "app-1,app-3", skipped: "team-a,team-cc"},
 	}

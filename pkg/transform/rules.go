@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path"
 	"strings"
 	"text/template"
 
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
 
 // Rules is a parsed fleetmirror.io/transform annotation. It is immutable
@@ -65,8 +65,10 @@ type rule struct {
 	tmpl *template.Template
 	// text is the template text, kept to render the rule back to YAML.
 	text             string
-	namespacePattern string
-	clusterPattern   string
+	// namespacePattern and clusterPattern limit the rule; the zero Glob
+	// (no pattern) does not.
+	namespacePattern glob.Glob
+	clusterPattern   glob.Glob
 }
 
 // Parse parses and validates the text of a fleetmirror.io/transform
@@ -140,11 +142,16 @@ func compile(spec ruleSpec, l Limits) (rule, error) {
 	if err != nil {
 		return rule{}, err
 	}
-	ru := rule{path: p, namespacePattern: spec.NamespacePattern, clusterPattern: spec.ClusterPattern}
-	for _, pat := range []string{spec.NamespacePattern, spec.ClusterPattern} {
-		// path.Match checks the whole pattern, whatever it is matched to.
-		if _, err := path.Match(pat, ""); err != nil {
-			return rule{}, fmt.Errorf("bad pattern %q: %w", pat, err)
+	ru := rule{path: p}
+	for _, pat := range []struct {
+		text string
+		into *glob.Glob
+	}{{spec.NamespacePattern, &ru.namespacePattern}, {spec.ClusterPattern, &ru.clusterPattern}} {
+		if pat.text == "" {
+			continue
+		}
+		if *pat.into, err = glob.Parse(pat.text); err != nil {
+			return rule{}, err
 		}
 	}
 
@@ -271,14 +278,10 @@ func (ru *rule) matches(t Target) bool {
 	return matchGlob(ru.namespacePattern, t.TargetNamespace) && matchGlob(ru.clusterPattern, t.TargetCluster)
 }
 
-// matchGlob matches s against a path.Match glob (* and ?, and [classes]);
-// an empty pattern matches everything.
-func matchGlob(pattern, s string) bool {
-	if pattern == "" {
-		return true
-	}
-	ok, _ := path.Match(pattern, s) // validated by Parse
-	return ok
+// matchGlob matches s against g; no pattern (the zero Glob) matches
+// everything.
+func matchGlob(g glob.Glob, s string) bool {
+	return g == (glob.Glob{}) || g.Match(s)
 }
 
 // marshal renders r back to the annotation's YAML, in canonical form.
@@ -286,7 +289,7 @@ func matchGlob(pattern, s string) bool {
 func (r *Rules) marshal() (string, error) {
 	var doc document
 	for _, ru := range r.rules {
-		spec := ruleSpec{Path: ru.path.String(), NamespacePattern: ru.namespacePattern, ClusterPattern: ru.clusterPattern}
+		spec := ruleSpec{Path: ru.path.String(), NamespacePattern: ru.namespacePattern.String(), ClusterPattern: ru.clusterPattern.String()}
 		var err error
 		switch ru.action {
 		case actionValue:
