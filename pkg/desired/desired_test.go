@@ -130,7 +130,9 @@ func TestHashSeesControlKeysAddedToAMirror(t *testing.T) {
 		{"target annotation", func(u *unstructured.Unstructured) { setAnnotation(u, annotations.AnnotationTargetNamespaces, "all") }, true},
 		{"sync annotation", func(u *unstructured.Unstructured) { setAnnotation(u, annotations.AnnotationSync, "true") }, true},
 		{"unknown control label", func(u *unstructured.Unstructured) { setLabel(u, annotations.Prefix+"anything", "x") }, true},
-		{"source resourceVersion stamp", func(u *unstructured.Unstructured) { setAnnotation(u, annotations.AnnotationSourceResourceVersion, "99") }, false},
+		{"source resourceVersion stamp", func(u *unstructured.Unstructured) {
+			setAnnotation(u, annotations.AnnotationSourceResourceVersion, "99")
+		}, false},
 		{"managed-by stamp", func(u *unstructured.Unstructured) { setLabel(u, annotations.LabelManagedBy, "hub") }, false},
 	}
 	for _, tt := range tests {

@@ -64,7 +64,7 @@ type rule struct {
 	size int
 	tmpl *template.Template
 	// text is the template text, kept to render the rule back to YAML.
-	text             string
+	text string
 	// namespacePattern and clusterPattern limit the rule; the zero Glob
 	// (no pattern) does not.
 	namespacePattern glob.Glob
