@@ -71,6 +71,18 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%v: accepted", bad)
 		}
 	}
+	// Malformed patterns would match nothing: an exclusion that excludes
+	// nothing. They are refused, naming the flag and the pattern.
+	for _, bad := range []struct{ flag, want string }{
+		{"--excluded-namespaces=kube-system,kube-[system", `--excluded-namespaces: bad pattern "kube-[system"`},
+		{"--included-namespaces=team-\\", "--included-namespaces: bad pattern"},
+		{"--excluded-namespaces=Kube-*", `--excluded-namespaces: pattern "Kube-*" can never match a name`},
+		{"--strip-keys=meta.helm.sh/*,example.com/[", `--strip-keys: bad pattern "example.com/["`},
+	} {
+		if _, err := parse(bad.flag); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: error %v, want %q", bad.flag, err, bad.want)
+		}
+	}
 	if _, err := parse("--resource-types=RoleBinding.v1.rbac.authorization.k8s.io", "--allow-privilege-kinds"); err != nil {
 		t.Errorf("privilege kinds with the opt-in: %v", err)
 	}

@@ -3,7 +3,10 @@ package hub
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
@@ -62,9 +65,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) func() error {
 		if o.AllowedSourceNamespaces, err = agent.ParseNamespaceGlobs("allowed-source-namespaces", namespacesFlag); err != nil {
 			return err
 		}
-		if o.secretsNamespace, err = glob.Parse(o.ClusterSecretsNamespace); err != nil {
-			return fmt.Errorf("--cluster-secrets-namespace: %w", err)
+		if errs := validation.IsDNS1123Label(o.ClusterSecretsNamespace); len(errs) > 0 {
+			return fmt.Errorf("--cluster-secrets-namespace: %q is not a namespace name: %s", o.ClusterSecretsNamespace, strings.Join(errs, "; "))
 		}
+		o.secretsNamespace = glob.MustParse(o.ClusterSecretsNamespace) // a name is a valid pattern
 		switch orphans {
 		case "keep":
 		case "delete":

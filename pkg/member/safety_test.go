@@ -156,8 +156,12 @@ func TestMirrorNeverBecomesSource(t *testing.T) {
 	create(t, probe)
 	eventuallySecret(t, ns[2], "probe", nil)
 	consistentlyAbsent(t, ns[2], "cfg")
-	got, _ := getSecret(ns[1], "cfg")
-	g.Expect(got.Labels).To(HaveKeyWithValue(annotations.LabelEnabled, "true"), "the scenario held during the check")
+	// The control keys added by hand are drift: the mirror is written back.
+	got := eventuallySecret(t, ns[1], "cfg", func(g Gomega, s *corev1.Secret) {
+		g.Expect(s.Labels).NotTo(HaveKey(annotations.LabelEnabled))
+		g.Expect(s.Annotations).NotTo(HaveKey(annotations.AnnotationSync))
+		g.Expect(s.Annotations).NotTo(HaveKey(annotations.AnnotationTargetNamespaces))
+	})
 	g.Expect(got.Data).To(HaveKeyWithValue("k", []byte("v1")))
 	g.Expect(got.Finalizers).To(BeEmpty(), "the agent never holds a finalizer on a mirror")
 	g.Expect(got.Annotations).NotTo(HaveKey(annotations.AnnotationStatus), "a mirror gets no status")

@@ -32,10 +32,13 @@ func TestListsAndWatchesAreFiltered(t *testing.T) {
 		if collection.MatchString(r.URL.Path) {
 			kinds++
 			sel := r.URL.Query().Get("labelSelector")
-			g.Expect(sel).To(SatisfyAny(ContainSubstring("fleetmirror.io/enabled=true"), ContainSubstring("fleetmirror.io/mirror=true")),
+			// Sources select on the enabled label alone: a mirror that
+			// carries it is listed too, so that it is refused out loud.
+			// Mirrors select on our labels and our writer.
+			g.Expect(sel).To(SatisfyAny(Equal("fleetmirror.io/enabled=true"), ContainSubstring("fleetmirror.io/mirror=true")),
 				"unfiltered list or watch: GET %s", r.URL.RequestURI())
-			if strings.Contains(sel, "fleetmirror.io/enabled") {
-				g.Expect(sel).To(ContainSubstring("!fleetmirror.io/mirror"), "sources exclude mirrors: GET %s", r.URL.RequestURI())
+			if strings.Contains(sel, "fleetmirror.io/mirror") {
+				g.Expect(sel).To(ContainSubstring("fleetmirror.io/managed-by="), "mirrors of this writer only: GET %s", r.URL.RequestURI())
 			}
 		}
 		if r.URL.Path == "/api/v1/namespaces" {

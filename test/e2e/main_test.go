@@ -41,6 +41,8 @@ var (
 	members map[string]*agent
 	// hubAgent is the fleetmirror-hub process on the hub.
 	hubAgent *agent
+	// memberBin and hubBin are the binaries the agents run.
+	memberBin, hubBin string
 )
 
 func TestMain(m *testing.M) {
@@ -77,7 +79,7 @@ func run(m *testing.M) (code int) {
 		return 1
 	}
 
-	memberBin, hubBin, err := buildBinaries(dir)
+	memberBin, hubBin, err = buildBinaries(dir)
 	if err != nil {
 		return fail(err)
 	}

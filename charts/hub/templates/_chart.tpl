@@ -18,6 +18,14 @@ hub
 {{- default .Release.Namespace .Values.config.clusterSecretsNamespace }}
 {{- end }}
 
+{{/*
+The --excluded-namespaces value. The hub excludes its cluster-secrets
+namespace in its own cluster by itself.
+*/}}
+{{- define "fleetmirror.excludedNamespaces" -}}
+{{- include "fleetmirror.csv" .Values.config.excludedNamespaces }}
+{{- end }}
+
 {{/* Flags only the hub has: a JSON list. */}}
 {{- define "fleetmirror.chartArgs" -}}
 {{- $c := .Values.config }}

@@ -156,7 +156,7 @@ Command-line flags shared by both binaries, then the chart's own
 {{- $args = append $args (printf "--circuit-breaker-failures=%d" (int $c.circuitBreakerFailures)) }}
 {{- $args = append $args (printf "--circuit-breaker-base-delay=%s" $c.circuitBreakerBaseDelay) }}
 {{- $args = append $args (printf "--circuit-breaker-max-delay=%s" $c.circuitBreakerMaxDelay) }}
-{{- $args = append $args (printf "--excluded-namespaces=%s" (include "fleetmirror.csv" $c.excludedNamespaces)) }}
+{{- $args = append $args (printf "--excluded-namespaces=%s" (include "fleetmirror.excludedNamespaces" .)) }}
 {{- $args = append $args (printf "--included-namespaces=%s" (include "fleetmirror.csv" $c.includedNamespaces)) }}
 {{- $args = append $args (printf "--max-targets=%d" (int $c.maxTargets)) }}
 {{- $args = append $args (printf "--strip-keys=%s" (include "fleetmirror.csv" $c.stripKeys)) }}

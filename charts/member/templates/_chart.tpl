@@ -13,6 +13,19 @@ fleetmirror-member
 member
 {{- end }}
 
+{{/*
+The --excluded-namespaces value: config.excludedNamespaces and, on the
+hub's own cluster, the hub's cluster-secrets namespace, where a mirror
+would be read as a cluster registration.
+*/}}
+{{- define "fleetmirror.excludedNamespaces" -}}
+{{- $ns := default (list) .Values.config.excludedNamespaces }}
+{{- with .Values.hubClusterSecretsNamespace }}
+{{- $ns = append $ns . }}
+{{- end }}
+{{- join "," $ns }}
+{{- end }}
+
 {{/* Flags only the member has (none): a JSON list. */}}
 {{- define "fleetmirror.chartArgs" -}}
 []
