@@ -102,3 +102,30 @@ func FuzzParseRegistration(f *testing.F) {
 		}
 	})
 }
+
+// Mirrors never register a cluster: any of the marks every fleetmirror
+// writer stamps on a mirror refuses the Secret, and nothing else does.
+func TestMirroredRegistrationsAreRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		refused     bool
+	}{
+		{name: "registration", labels: map[string]string{"fleetmirror.io/cluster-name": "a", "env": "prod"}},
+		{name: "cluster api", labels: map[string]string{"cluster.x-k8s.io/cluster-name": "a"}},
+		{name: "mirror label", labels: map[string]string{"cluster.x-k8s.io/cluster-name": "a", "fleetmirror.io/mirror": "true"}, refused: true},
+		{name: "managed-by label", labels: map[string]string{"fleetmirror.io/cluster-name": "a", "fleetmirror.io/managed-by": "member"}, refused: true},
+		{name: "source reference", labels: map[string]string{"fleetmirror.io/cluster-name": "a"},
+			annotations: map[string]string{"fleetmirror.io/source": "m1/team/a-kubeconfig"}, refused: true},
+		{name: "source uid", labels: map[string]string{"fleetmirror.io/cluster-name": "a"},
+			annotations: map[string]string{"fleetmirror.io/source-uid": "1234"}, refused: true},
+		{name: "status only", labels: map[string]string{"fleetmirror.io/cluster-name": "a"},
+			annotations: map[string]string{"fleetmirror.io/status": "1/1 namespaces synced"}},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a-kubeconfig", Labels: tt.labels, Annotations: tt.annotations}}
+		if why := mirrored(s); (why != "") != tt.refused {
+			t.Errorf("%s: mirrored = %q, want refused %v", tt.name, why, tt.refused)
+		}
+	}
+}

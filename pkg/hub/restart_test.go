@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -77,8 +78,17 @@ func hubGauge(metric, value string) float64 {
 }
 
 func sumSeries(metric, label, value string) float64 {
-	families, _ := ctrlmetrics.Registry.Gather()
 	var total float64
+	for _, m := range seriesWith(metric, label, value) {
+		total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return total
+}
+
+// seriesWith returns the hub's series of metric with label=value.
+func seriesWith(metric, label, value string) []*dto.Metric {
+	families, _ := ctrlmetrics.Registry.Gather()
+	var out []*dto.Metric
 	for _, f := range families {
 		if f.GetName() != metric {
 			continue
@@ -86,10 +96,10 @@ func sumSeries(metric, label, value string) float64 {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+					out = append(out, m)
 				}
 			}
 		}
 	}
-	return total
+	return out
 }

@@ -32,11 +32,11 @@ func TestInvalidAnnotation(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespaces(t, "bad", nil, "src", "good")
 	lateGlob := nsGlob(ns[1], "late-")
-	s := sourceSecret(ns[0], "mixed", ns[1]+", Bad_NS, /x, all-labelled, "+lateGlob, map[string]string{"k": "v"})
+	s := sourceSecret(ns[0], "mixed", ns[1]+", Bad_NS, /x, all-labelled, team-[, "+lateGlob, map[string]string{"k": "v"})
 	create(t, s)
 	eventuallySecret(t, ns[1], "mixed", nil)
 	g.Eventually(status(s), timeout, poll).Should(Equal("1/1 namespaces synced"))
-	for _, problem := range []string{`"Bad_NS"`, `"/x"`, `"all-labelled"`, `did you mean "all-labeled"`, "empty cluster or namespace"} {
+	for _, problem := range []string{`"Bad_NS"`, `"/x"`, `"all-labelled"`, `did you mean "all-labeled"`, "empty cluster or namespace", `entry "team-["`} {
 		eventuallyEvent(t, ns[0], "mixed", controller.ReasonInvalidAnnotation, problem)
 	}
 	warned := func() []int32 {
