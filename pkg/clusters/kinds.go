@@ -143,12 +143,24 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 		candidates[c] = kinds
 		all.Insert(kinds...)
 	}
+	// Clusters that failed a probe in this pass are not asked again in it:
+	// a hung cluster would otherwise hold the pass one deadline per kind.
+	failed := map[*Cluster]bool{}
 	for gvk := range all {
-		needed := !k.opts.Lazy || k.inUse(ctx, cs, gvk)
+		used, unknown := true, false
+		if k.opts.Lazy {
+			used, unknown = k.usage(ctx, cs, gvk, failed)
+		}
+		needed := used
 		k.mu.Lock()
 		switch {
 		case needed:
 			delete(k.idleSince, gvk)
+		case unknown:
+			// Some cluster could not say: keep the kind as it is, watched
+			// or not, everywhere. A fault never widens or narrows what is
+			// watched, and the idle clock waits for an answer.
+			needed = k.needed[gvk]
 		case k.needed[gvk]:
 			since, ok := k.idleSince[gvk]
 			if !ok {
@@ -224,13 +236,20 @@ func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 	}
 }
 
-// inUse reports whether any cluster has a source or one of our mirrors of
+// usage reports whether any cluster has a source or one of our mirrors of
 // gvk: from the caches where it is watched, else by a LIST with limit=1.
-func (k *Kinds) inUse(ctx context.Context, cs []*Cluster, gvk schema.GroupVersionKind) bool {
+// unknown is true when no cluster had one but some could not answer
+// (unreachable, failing, forbidden): the caller then decides nothing.
+// Clusters whose probe fails are added to failed and skipped while in it.
+func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersionKind, failed map[*Cluster]bool) (used, unknown bool) {
 	for _, c := range cs {
+		if failed[c] {
+			unknown = true
+			continue
+		}
 		if synced, watched := c.KindSynced(gvk); watched && synced {
 			if len(c.Sources(gvk)) > 0 || len(c.AllMirrors(gvk)) > 0 {
-				return true
+				return true, false
 			}
 			continue
 		}
@@ -238,14 +257,17 @@ func (k *Kinds) inUse(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 			annotations.LabelEnabled + "=true",
 			annotations.LabelMirror + "=true," + annotations.LabelManagedBy + "=" + k.opts.ManagedBy,
 		} {
-			if found, err := c.probe(ctx, gvk, sel); err != nil || found {
-				// An error (cluster unreachable) counts as in use: never drop
-				// a watch for want of an answer.
-				return true
+			found, err := c.probe(ctx, gvk, sel)
+			if found {
+				return true, false
+			}
+			if err != nil {
+				unknown, failed[c] = true, true
+				break
 			}
 		}
 	}
-	return false
+	return false, unknown
 }
 
 func (c *Cluster) probe(ctx context.Context, gvk schema.GroupVersionKind, selector string) (bool, error) {

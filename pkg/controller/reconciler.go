@@ -15,8 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -60,6 +62,9 @@ type Reconciler struct {
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
+	// sourceWrites holds the resourceVersion of our last write of each
+	// source, to tell a cache that lags behind it.
+	sourceWrites sync.Map // Key -> string
 	// refusals is the budget of warnings about mirrors posing as sources;
 	// made on first use.
 	refusals     *rate.Limiter
@@ -166,13 +171,16 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		return reconcile.Result{}, nil
 	}
 
-	// 5. Hold the finalizer before the first mirror exists.
+	// 5. Hold the finalizer before the first mirror exists. meta follows
+	// our writes to the source, so that the status write below starts
+	// from the finalizer write and does not conflict with it.
+	var meta metav1.Object = src
 	if !slices.Contains(src.GetFinalizers(), r.Finalizer) {
-		if err := r.patchSource(ctx, c, key, src, true, nil); err != nil {
+		if meta, err = r.patchSource(ctx, c, key, src, true, nil); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
 		}
 		src = src.DeepCopy() // the cached object is shared: copy before changing
-		src.SetFinalizers(append(src.GetFinalizers(), r.Finalizer))
+		src.SetFinalizers(meta.GetFinalizers())
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
@@ -193,7 +201,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, plan.Covered))
 
 	// 7. Report once: events on change, the status annotation, the outcome.
-	return r.finish(ctx, c, key, src, plan, sum)
+	return r.finish(ctx, c, key, src, meta, plan, sum)
 }
 
 // sourceClusterGone handles a source whose cluster left the fleet (only
@@ -256,7 +264,7 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 	}
 	if live != nil && slices.Contains(live.GetFinalizers(), r.Finalizer) {
 		fins := withoutFinalizer(live.GetFinalizers(), r.Finalizer)
-		if err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil); err != nil {
+		if _, err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
 		}
 	}
@@ -288,12 +296,12 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 			return reconcile.Result{RequeueAfter: min(max(wait, time.Second), retryUnreachable)}, nil
 		}
 	}
-	var status *string
+	var part *string
 	if src.GetDeletionTimestamp() == nil {
-		line := mergeStatus(src.GetAnnotations()[annotations.AnnotationStatus], "", r.Remote)
-		status = &line
+		part = new(string) // clear our part of the status
 	}
-	return reconcile.Result{}, ignoreNotFound(r.patchSource(ctx, c, key, src, false, status))
+	_, err := r.patchSource(ctx, c, key, src, false, part)
+	return reconcile.Result{}, ignoreNotFound(err)
 }
 
 // applyTargets writes the mirror of src into every target, in parallel.
@@ -367,7 +375,9 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 }
 
 // finish reports the outcome of a reconcile and says when to come back.
-func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, plan Plan, sum summary) (reconcile.Result, error) {
+// meta is the source's metadata as this reconcile last wrote it (src's
+// when it wrote nothing).
+func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary) (reconcile.Result, error) {
 	line := statusLine(plan, sum, r.Remote)
 	if len(sum.errors) > 0 && r.Breaker.open(key) {
 		line += "; retries backing off"
@@ -383,8 +393,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	}
 	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Target clusters unreachable, will retry when back: %s", joinLimited(plan.Unreachable))
 	if r.WriteStatus && plan.Pending == 0 {
-		merged := mergeStatus(src.GetAnnotations()[annotations.AnnotationStatus], line, r.Remote)
-		if err := r.patchSource(ctx, c, key, src, true, &merged); err != nil {
+		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
 		}
 	}
@@ -446,6 +455,7 @@ func (r *Reconciler) warned(c *clusters.Cluster, src *unstructured.Unstructured,
 }
 
 func (r *Reconciler) forget(key Key) {
+	r.sourceWrites.Delete(key)
 	r.Breaker.forget(key)
 	r.observed.Delete(key)
 	r.reported.Delete(key)
@@ -464,31 +474,86 @@ func (r *Reconciler) takeObserved(key Key) time.Time {
 	return time.Time{}
 }
 
-// patchSource adds or removes our finalizer on src and sets its status
-// annotation (nil: leave it; "": remove it). It writes only when something
-// changes, and always with src's resourceVersion, so that a concurrent
-// change of the finalizers or of the other writer's part of the status is
-// never lost.
-func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, hold bool, status *string) error {
-	fins := src.GetFinalizers()
-	has := slices.Contains(fins, r.Finalizer)
-	var newFins []string
-	switch {
-	case hold && !has:
-		newFins = append(slices.Clone(fins), r.Finalizer)
-	case !hold && has:
-		newFins = withoutFinalizer(fins, r.Finalizer)
+// patchSource adds or removes our finalizer on src and sets our part of
+// its status annotation (part nil: leave it; "": remove our part). It
+// writes only what changes, and always with the resourceVersion of the
+// metadata it computed the change from, so that a concurrent change of the
+// finalizers or of the other writer's part of the status is never lost. It
+// returns the source's metadata as written (src when nothing was).
+//
+// The agent's own writes never conflict with each other. A cached src
+// older than our last write of it (the cache has not caught up) is read
+// again first; a conflict with somebody else's write is answered by
+// reading the source again and computing the change once more.
+func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key Key, src metav1.Object, hold bool, part *string) (metav1.Object, error) {
+	cur := src
+	if v, ok := r.sourceWrites.Load(key); ok && olderThan(cur.GetResourceVersion(), v.(string)) {
+		fresh, err := r.freshSource(ctx, c, key)
+		if err != nil {
+			return nil, err
+		}
+		cur = fresh
 	}
-	if status != nil && src.GetAnnotations()[annotations.AnnotationStatus] == *status {
-		status = nil
+	for attempt := 0; ; attempt++ {
+		fins, status := r.sourceChange(cur, hold, part)
+		if fins == nil && status == nil {
+			return cur, nil
+		}
+		written, err := r.patchMetadata(ctx, c, key, cur.GetResourceVersion(), fins, status)
+		if err == nil {
+			r.sourceWrites.Store(key, written.GetResourceVersion())
+			return written, nil
+		}
+		if !apierrors.IsConflict(err) || attempt > 0 {
+			return nil, err
+		}
+		if cur, err = r.freshSource(ctx, c, key); err != nil {
+			return nil, err
+		}
 	}
-	if newFins == nil && status == nil {
-		return nil
-	}
-	return r.patchMetadata(ctx, c, key, src.GetResourceVersion(), newFins, status)
 }
 
-func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key Key, resourceVersion string, finalizers []string, status *string) error {
+// sourceChange returns what patchSource writes onto cur: the new
+// finalizers and the new status annotation, each nil when unchanged.
+func (r *Reconciler) sourceChange(cur metav1.Object, hold bool, part *string) (finalizers []string, status *string) {
+	fins := cur.GetFinalizers()
+	switch has := slices.Contains(fins, r.Finalizer); {
+	case hold && !has:
+		finalizers = append(slices.Clone(fins), r.Finalizer)
+	case !hold && has:
+		finalizers = withoutFinalizer(fins, r.Finalizer)
+	}
+	if part != nil {
+		current := cur.GetAnnotations()[annotations.AnnotationStatus]
+		if merged := mergeStatus(current, *part, r.Remote); merged != current {
+			status = &merged
+		}
+	}
+	return finalizers, status
+}
+
+// freshSource reads the source's metadata from the API server; a source
+// that is gone is NotFound.
+func (r *Reconciler) freshSource(ctx context.Context, c *clusters.Cluster, key Key) (metav1.Object, error) {
+	fresh, err := r.getSourceMetadata(ctx, c, key)
+	if err == nil && fresh == nil {
+		err = apierrors.NewNotFound(schema.GroupResource{Group: key.GVK.Group, Resource: key.GVK.Kind}, key.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fresh, nil
+}
+
+// olderThan reports whether resourceVersion a is older than b. Versions
+// of one object from one API server are ordered; anything that does not
+// parse as such is not older.
+func olderThan(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp < 0
+}
+
+func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key Key, resourceVersion string, finalizers []string, status *string) (*metav1.PartialObjectMetadata, error) {
 	md := map[string]any{"resourceVersion": resourceVersion}
 	if finalizers != nil {
 		md["finalizers"] = finalizers
@@ -502,17 +567,16 @@ func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": md})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, err := metadataResource(c, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	callCtx, cancel := r.callContext(ctx)
 	defer cancel()
 	// A merge patch never creates: a source deleted meanwhile is NotFound.
-	_, err = res.Patch(callCtx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.Applier.FieldManager})
-	return err
+	return res.Patch(callCtx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.Applier.FieldManager})
 }
 
 func withoutFinalizer(fins []string, f string) []string {
