@@ -60,6 +60,13 @@ type Options struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader
+	// election. A follower counts the lease from when it last saw it
+	// renewed, which it checks every RetryPeriod, so it takes over at most
+	// LeaseDuration plus two RetryPeriods (and jitter) after the leader died.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
 	MetricsBindAddress      string
 	HealthProbeBindAddress  string
 	PprofBindAddress        string
@@ -115,6 +122,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet, binary, defaultCluster string) fun
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that several replicas can run with one active.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: --namespace); needed out of cluster.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", binary, "Name of the leader election Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 8*time.Second, "How long a leader's Lease holds without renewal; a replica takes over at most this plus twice --leader-election-retry-period after the leader died.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 6*time.Second, "How long the leader retries renewing its Lease before it gives up leadership (and exits); less than --leader-election-lease-duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", time.Second, "How often replicas try to acquire or renew the Lease.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", "", "Address of the pprof endpoints; empty disables them.")
@@ -155,6 +165,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet, binary, defaultCluster string) fun
 		}
 		if o.MaxTargets < 1 {
 			return fmt.Errorf("--max-targets must be at least 1, got %d", o.MaxTargets)
+		}
+		// client-go's own rule: the renewal must fit in the lease, with
+		// room for a jittered retry.
+		if o.LeaseDuration <= o.RenewDeadline || float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) || o.RetryPeriod <= 0 {
+			return fmt.Errorf("leader election timing: need --leader-election-lease-duration (%s) > --leader-election-renew-deadline (%s) > 1.2 x --leader-election-retry-period (%s) > 0",
+				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
 		}
 		return nil
 	}
@@ -273,6 +289,9 @@ func (o *Options) NewManager(cfg *rest.Config) (manager.Manager, error) {
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.LeaseDuration,
+		RenewDeadline:                 &o.RenewDeadline,
+		RetryPeriod:                   &o.RetryPeriod,
 		GracefulShutdownTimeout:       &o.GracefulShutdownTimeout,
 	})
 	if err != nil {

@@ -176,6 +176,9 @@ Command-line flags shared by both binaries, then the chart's own
 {{- if .Values.leaderElection.enabled }}
 {{- $args = append $args (printf "--leader-election-id=%s" (include "fleetmirror.leaderElectionID" .)) }}
 {{- $args = append $args (printf "--leader-election-namespace=%s" (include "fleetmirror.leaderElectionNamespace" .)) }}
+{{- $args = append $args (printf "--leader-election-lease-duration=%s" .Values.leaderElection.leaseDuration) }}
+{{- $args = append $args (printf "--leader-election-renew-deadline=%s" .Values.leaderElection.renewDeadline) }}
+{{- $args = append $args (printf "--leader-election-retry-period=%s" .Values.leaderElection.retryPeriod) }}
 {{- end }}
 {{- if .Values.metrics.enabled }}
 {{- $args = append $args (printf "--metrics-bind-address=:%d" (int .Values.metrics.port)) }}
