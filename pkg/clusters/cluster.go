@@ -54,6 +54,10 @@ type Options struct {
 	Resync time.Duration
 	// Handler receives every watch event.
 	Handler Handler
+	// SlowCall, when set, is called when a call made with CallContext is
+	// still running after SlowCallAfter (once per such call).
+	SlowCall      func()
+	SlowCallAfter time.Duration
 }
 
 // Cluster is one API server with the watches kept on it.
@@ -70,6 +74,8 @@ type Cluster struct {
 	disco      discovery.DiscoveryInterface
 	raw        rest.Interface
 	meta       rest.Interface // metadata responses, for Objects
+
+	health *health
 
 	mu     sync.Mutex
 	kinds  map[schema.GroupVersionKind]*kindWatch
@@ -168,6 +174,7 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		Mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
 		disco:    disco,
 		kinds:    map[schema.GroupVersionKind]*kindWatch{},
+		health:   newHealth(),
 	}
 	c.namespaces = metadatainformer.NewFilteredMetadataInformer(md, namespacesGVR, "", opts.Resync, cache.Indexers{}, nil).Informer()
 	if err := c.namespaces.SetTransform(stripMetadata); err != nil {

@@ -243,7 +243,7 @@ func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 // Clusters whose probe fails are added to failed and skipped while in it.
 func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersionKind, failed map[*Cluster]bool) (used, unknown bool) {
 	for _, c := range cs {
-		if failed[c] {
+		if failed[c] || c.Unreachable() != nil {
 			unknown = true
 			continue
 		}

@@ -319,10 +319,10 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 			results[i].outcome, results[i].transformErr = apply.Skipped, err
 			return
 		}
-		callCtx, cancel := r.callContext(ctx)
+		callCtx, cancel := r.callContext(ctx, t.Cluster)
 		defer cancel()
 		outcome, err := r.Applier.Ensure(callCtx, t.Cluster, key.GVK, want, verified)
-		results[i].outcome, results[i].err = outcome, err
+		results[i].outcome, results[i].err = outcome, clusters.CallError(callCtx, err)
 		switch outcome {
 		case apply.Created, apply.Updated, apply.Replaced:
 			if !observedAt.IsZero() {
@@ -340,11 +340,10 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 	return sum, stale
 }
 
-func (r *Reconciler) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if r.CallTimeout > 0 {
-		return context.WithTimeout(ctx, r.CallTimeout)
-	}
-	return context.WithCancel(ctx)
+// callContext bounds one call to cluster c: CallTimeout, and no longer
+// than c is reachable.
+func (r *Reconciler) callContext(ctx context.Context, c *clusters.Cluster) (context.Context, context.CancelFunc) {
+	return c.CallContext(ctx, r.CallTimeout)
 }
 
 // deleteUntargeted deletes our mirrors of ref except those in keep. It
@@ -365,8 +364,9 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 			if m.GetName() != key.Name || slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()}) {
 				continue
 			}
-			callCtx, cancel := r.callContext(ctx)
+			callCtx, cancel := r.callContext(ctx, mc)
 			outcome, err := r.Applier.Delete(callCtx, mc, key.GVK, m, ref)
+			err = clusters.CallError(callCtx, err)
 			cancel()
 			sum.record(key.GVK.Kind, result{cluster: mc.Name(), namespace: m.GetNamespace(), outcome: outcome, err: err})
 		}
@@ -391,7 +391,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	if r.warnIf(c, src, ReasonTransformFailed, len(sum.transformErrs) > 0, "Transform rules failed: %s", joinLimited(sum.transformErrs)) {
 		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Add(float64(len(sum.transformErrs)))
 	}
-	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Target clusters unreachable, will retry when back: %s", joinLimited(plan.Unreachable))
+	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Not written until the clusters are back: %s", joinLimited(plan.unreachable()))
 	if r.WriteStatus && plan.Pending == 0 {
 		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
@@ -573,10 +573,11 @@ func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key
 	if err != nil {
 		return nil, err
 	}
-	callCtx, cancel := r.callContext(ctx)
+	callCtx, cancel := r.callContext(ctx, c)
 	defer cancel()
 	// A merge patch never creates: a source deleted meanwhile is NotFound.
-	return res.Patch(callCtx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.Applier.FieldManager})
+	written, err := res.Patch(callCtx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.Applier.FieldManager})
+	return written, clusters.CallError(callCtx, err)
 }
 
 func withoutFinalizer(fins []string, f string) []string {

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -51,6 +53,8 @@ type Plan struct {
 	// Unreachable names target clusters that cannot be written now. Their
 	// mirrors are neither written nor deleted until they are back.
 	Unreachable []string
+	// UnreachableSince says since when each of Unreachable is, where known.
+	UnreachableSince map[string]time.Time
 	// Ignored explains why a relevant request is not acted on (hub policy).
 	Ignored string
 	// Clusters counts the target clusters (hub status).

@@ -18,12 +18,14 @@ func (r *Reconciler) getSourceMetadata(ctx context.Context, c *clusters.Cluster,
 	if err != nil {
 		return nil, err
 	}
-	m, err := res.Get(ctx, key.Name, metav1.GetOptions{})
+	callCtx, cancel := r.callContext(ctx, c)
+	defer cancel()
+	m, err := res.Get(callCtx, key.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, clusters.CallError(callCtx, err)
 	}
 	m.SetGroupVersionKind(key.GVK) // so that events refer to the source's kind
 	return m, nil
@@ -35,11 +37,13 @@ func (r *Reconciler) getSource(ctx context.Context, c *clusters.Cluster, key Key
 	if err != nil {
 		return nil, err
 	}
-	u, err := res.Get(ctx, key.Name, metav1.GetOptions{})
+	callCtx, cancel := r.callContext(ctx, c)
+	defer cancel()
+	u, err := res.Get(callCtx, key.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	return u, err
+	return u, clusters.CallError(callCtx, err)
 }
 
 func metadataResource(c *clusters.Cluster, key Key) (metadata.ResourceInterface, error) {

@@ -98,7 +98,7 @@ func statusLine(p Plan, s summary, remote bool) string {
 	add(len(p.Refused), "refused")
 	add(len(p.Missing), "missing")
 	if len(p.Unreachable) > 0 {
-		parts = append(parts, joinLimited(p.Unreachable)+" unreachable")
+		parts = append(parts, joinLimited(p.unreachable()))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -137,6 +137,21 @@ func mergeStatus(current, part string, remote bool) string {
 }
 
 // joinLimited lists at most five items, saying how many more there are.
+// unreachable describes each unreachable target cluster, with the time it
+// was found unreachable where known: "eu-2 unreachable since 10:42:13Z".
+// The time stays the same while the cluster stays down, so the status does
+// not change with every reconcile.
+func (p Plan) unreachable() []string {
+	out := make([]string, len(p.Unreachable))
+	for i, name := range p.Unreachable {
+		out[i] = name + " unreachable"
+		if since, ok := p.UnreachableSince[name]; ok {
+			out[i] += " since " + since.UTC().Format("15:04:05Z")
+		}
+	}
+	return out
+}
+
 func joinLimited(items []string) string {
 	const most = 5
 	if len(items) <= most {

@@ -17,6 +17,9 @@ type partition struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]bool
+	// hung connections are accepted and never answered.
+	hung bool
+	held map[net.Conn]bool
 }
 
 func newPartition(target string) (*partition, error) {
@@ -24,7 +27,7 @@ func newPartition(target string) (*partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p := &partition{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}, held: map[net.Conn]bool{}}
 	p.serve(ln)
 	return p, nil
 }
@@ -45,6 +48,16 @@ func (p *partition) serve(ln net.Listener) {
 }
 
 func (p *partition) pipe(c net.Conn) {
+	p.mu.Lock()
+	if p.hung {
+		// Accept, read and never answer: a hung control plane.
+		p.held[c] = true
+		p.mu.Unlock()
+		_, _ = io.Copy(io.Discard, c)
+		c.Close()
+		return
+	}
+	p.mu.Unlock()
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
 		c.Close()
@@ -78,10 +91,29 @@ func (p *partition) cut() {
 	}
 }
 
-// heal listens again on the same address.
+// hang closes every open connection and from then on accepts connections
+// and never answers on them, as an API server that hangs or a path that
+// black-holes traffic would.
+func (p *partition) hang() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hung = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// heal listens again on the same address, or answers again after hang.
 func (p *partition) heal() error {
 	p.mu.Lock()
 	open := p.ln != nil
+	if p.hung {
+		p.hung = false
+		for c := range p.held {
+			c.Close()
+			delete(p.held, c)
+		}
+	}
 	p.mu.Unlock()
 	if open {
 		return nil

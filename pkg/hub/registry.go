@@ -62,6 +62,8 @@ type member struct {
 	started atomic.Bool
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when every goroutine of the member ended
+	// probeNow asks the probe loop for a probe before the interval ends.
+	probeNow chan struct{}
 }
 
 // Registry keeps the fleet: the hub's own cluster and one member per valid
@@ -238,8 +240,11 @@ func (r *Registry) sync(ctx context.Context) {
 		r.mu.Lock()
 		delete(r.members, m.name)
 		r.mu.Unlock()
-		if _, again := want[m.name]; !again {
+		if _, again := want[m.name]; !again && m.cluster.Unreachable() == nil {
 			releaseSources(ctx, m.cluster)
+		} else if !again {
+			log.Info("Cluster leaving the fleet is unreachable: its sources keep the hub's finalizer; remove it by hand",
+				"cluster", m.name, "finalizer", Finalizer)
 		}
 		r.stopMember(m)
 		if _, again := want[m.name]; !again {
@@ -286,14 +291,28 @@ func (r *Registry) refuse(s *corev1.Secret, reason, metric, msg string) {
 }
 
 func (r *Registry) newMember(name string, lbls map[string]string, hash, secret string, cfg *rest.Config, recorder record.EventRecorder) (*member, error) {
+	m := &member{name: name, hash: hash, secret: secret, events: recorder, done: make(chan struct{}), created: time.Now(),
+		probeNow: make(chan struct{}, 1)}
 	cfg = r.opts.Limited(cfg)
-	c, err := clusters.New(cfg, clusters.Options{Name: name, ManagedBy: annotations.ManagedByHub, Resync: r.opts.ResyncPeriod, Handler: r.handler})
+	c, err := clusters.New(cfg, clusters.Options{Name: name, ManagedBy: annotations.ManagedByHub, Resync: r.opts.ResyncPeriod, Handler: r.handler,
+		// A call that takes longer than a probe may has the cluster
+		// probed now: if it hangs, it is marked down within two probe
+		// deadlines, and the calls waiting on it are aborted.
+		SlowCall: m.pokeProbe, SlowCallAfter: r.opts.ProbeTimeout})
 	if err != nil {
 		return nil, err
 	}
-	m := &member{name: name, hash: hash, secret: secret, cluster: c, events: recorder, done: make(chan struct{}), created: time.Now()}
+	m.cluster = c
 	m.labels.Store(&lbls)
 	return m, nil
+}
+
+// pokeProbe asks for a probe of m now.
+func (m *member) pokeProbe() {
+	select {
+	case m.probeNow <- struct{}{}:
+	default:
+	}
 }
 
 // startMember connects to a member in the background: it sets up its
@@ -340,16 +359,30 @@ func (r *Registry) startMember(parent context.Context, m *member) {
 	}()
 }
 
-// probe keeps m.up current: the cluster answers a readiness request within
-// ProbeTimeout and its caches are synced. A cluster that comes back is
-// announced, so its sources and the sources targeting it are reconciled.
+// probe keeps m.up and the cluster's health current: the cluster
+// answers a readiness request within ProbeTimeout and its caches are
+// synced. A cluster that does not answer is marked down at once, which
+// makes every call to it fail fast and aborts those in flight, and is
+// probed again soon (1s, doubling up to ProbeInterval) until it answers. A
+// cluster that comes back is announced, so its sources and the sources
+// targeting it are reconciled.
 func (r *Registry) probe(ctx context.Context, m *member) {
-	t := time.NewTicker(r.opts.ProbeInterval)
-	defer t.Stop()
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", m.name)
+	retry := time.Second
 	for {
-		ok := m.cluster.NamespacesSynced() && r.ping(ctx, m) == nil
+		synced := m.cluster.NamespacesSynced()
+		var err error
+		if synced {
+			err = r.ping(ctx, m)
+		}
+		ok := synced && err == nil
 		if !ok {
 			probeFailures.WithLabelValues(m.name).Inc()
+		}
+		if err != nil && ctx.Err() == nil {
+			m.cluster.MarkDown("health probe failed: " + err.Error())
+		} else if err == nil {
+			m.cluster.MarkUp()
 		}
 		was := m.up.Swap(ok)
 		if ok {
@@ -357,20 +390,26 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 		}
 		clusterUp.WithLabelValues(m.name).Set(boolFloat(ok))
 		if ok && !was {
-			ctrl.LoggerFrom(ctx).Info("Cluster is up", "cluster", m.name)
+			log.Info("Cluster is up")
 			r.handler.Synced(m.cluster)
 		} else if !ok && was {
-			ctrl.LoggerFrom(ctx).Info("Cluster is unreachable", "cluster", m.name)
+			log.Info("Cluster is unreachable", "error", fmt.Sprint(err))
 			r.handler.FleetChanged()
 		}
 		interval := r.opts.ProbeInterval
-		if !ok && !m.cluster.NamespacesSynced() {
+		switch {
+		case !synced:
 			interval = min(interval, time.Second) // waiting for the first sync
+		case err != nil:
+			interval, retry = min(interval, retry), min(2*retry, r.opts.ProbeInterval)
+		default:
+			retry = time.Second
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(interval):
+		case <-m.probeNow:
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -82,6 +83,12 @@ func (s *fleetScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 				p.Pending++
 			} else {
 				p.Unreachable = append(p.Unreachable, m.name)
+				if down := m.cluster.Unreachable(); down != nil {
+					if p.UnreachableSince == nil {
+						p.UnreachableSince = map[string]time.Time{}
+					}
+					p.UnreachableSince[m.name] = down.Since
+				}
 			}
 			continue
 		}

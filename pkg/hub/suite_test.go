@@ -203,6 +203,13 @@ func getSecret(c *fleettest.Cluster, ns, name string) (*corev1.Secret, error) {
 
 func eventuallySecret(t *testing.T, c *fleettest.Cluster, ns, name string, check func(g Gomega, s *corev1.Secret)) *corev1.Secret {
 	t.Helper()
+	return eventuallySecretWithin(t, c, ns, name, timeout, check)
+}
+
+// eventuallySecretWithin waits up to within until ns/name exists in c and
+// check passes on it.
+func eventuallySecretWithin(t *testing.T, c *fleettest.Cluster, ns, name string, within time.Duration, check func(g Gomega, s *corev1.Secret)) *corev1.Secret {
+	t.Helper()
 	var got *corev1.Secret
 	NewWithT(t).Eventually(func(g Gomega) {
 		s, err := getSecret(c, ns, name)
@@ -212,7 +219,7 @@ func eventuallySecret(t *testing.T, c *fleettest.Cluster, ns, name string, check
 			check(g, s)
 		}
 		got = s
-	}, timeout, poll).Should(Succeed())
+	}, within, poll).Should(Succeed())
 	return got
 }
 

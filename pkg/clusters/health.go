@@ -1,0 +1,125 @@
+package clusters
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrUnreachable is the cause of the calls a cluster refused or aborted
+// because it is marked unreachable.
+type ErrUnreachable struct {
+	Cluster string
+	Since   time.Time
+	Reason  string
+}
+
+func (e *ErrUnreachable) Error() string {
+	return fmt.Sprintf("cluster %s unreachable since %s: %s", e.Cluster, e.Since.UTC().Format(time.RFC3339), e.Reason)
+}
+
+// health is what is known of whether a cluster answers. Its owner (the
+// hub's probe) marks it down and up; the pipeline's calls read it. While a
+// cluster is down its calls fail at once instead of waiting for their
+// deadline, and marking it down aborts the calls in flight: one cluster
+// that hangs never holds the work of the others.
+type health struct {
+	mu   sync.Mutex
+	down *ErrUnreachable
+	// abort is cancelled, with down as its cause, when the cluster is
+	// marked down; calls derive from it.
+	abort       context.Context
+	cancelAbort context.CancelCauseFunc
+}
+
+func newHealth() *health {
+	h := &health{}
+	h.abort, h.cancelAbort = context.WithCancelCause(context.Background())
+	return h
+}
+
+// MarkDown marks the cluster unreachable for reason: calls in flight are
+// aborted, new ones fail at once, and its connections are closed so that
+// the next attempt dials afresh instead of queueing on a connection that
+// no longer answers. Marking a cluster that is down again changes nothing.
+func (c *Cluster) MarkDown(reason string) {
+	c.health.mu.Lock()
+	if c.health.down != nil {
+		c.health.mu.Unlock()
+		return
+	}
+	down := &ErrUnreachable{Cluster: c.opts.Name, Since: time.Now(), Reason: reason}
+	c.health.down = down
+	cancel := c.health.cancelAbort
+	c.health.mu.Unlock()
+	cancel(down)
+	if c.transport != nil {
+		c.transport.conns.closeAll()
+	}
+}
+
+// MarkUp marks the cluster reachable again.
+func (c *Cluster) MarkUp() {
+	c.health.mu.Lock()
+	defer c.health.mu.Unlock()
+	if c.health.down == nil {
+		return
+	}
+	c.health.down = nil
+	c.health.abort, c.health.cancelAbort = context.WithCancelCause(context.Background())
+}
+
+// Unreachable returns why the cluster is marked down, or nil while it is not.
+func (c *Cluster) Unreachable() *ErrUnreachable {
+	c.health.mu.Lock()
+	defer c.health.mu.Unlock()
+	return c.health.down
+}
+
+// CallContext returns the context of one call of the pipeline to the
+// cluster: it ends after timeout (none when zero), when ctx ends, or when
+// the cluster is marked down, whichever comes first; its cause then says
+// which. When the call is still running after the cluster's SlowCall delay,
+// SlowCall is called, so that the cluster's health is checked now rather
+// than at the next probe. Call the returned function when the call is done.
+func (c *Cluster) CallContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	c.health.mu.Lock()
+	abort, down := c.health.abort, c.health.down
+	c.health.mu.Unlock()
+	callCtx, cancel := context.WithCancelCause(ctx)
+	if down != nil {
+		cancel(down)
+		return callCtx, func() {}
+	}
+	stopAbort := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })
+	var timed context.Context = callCtx
+	cancelTimeout := context.CancelFunc(func() {})
+	if timeout > 0 {
+		timed, cancelTimeout = context.WithTimeout(callCtx, timeout)
+	}
+	var slow *time.Timer
+	if c.opts.SlowCall != nil && c.opts.SlowCallAfter > 0 {
+		slow = time.AfterFunc(c.opts.SlowCallAfter, c.opts.SlowCall)
+	}
+	return timed, func() {
+		if slow != nil {
+			slow.Stop()
+		}
+		stopAbort()
+		cancelTimeout()
+		cancel(context.Canceled)
+	}
+}
+
+// CallError returns the error of a failed call made with CallContext: the
+// cluster's unreachability when that is what aborted it, else err.
+func CallError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if down, ok := context.Cause(ctx).(*ErrUnreachable); ok {
+		return down
+	}
+	return err
+}

@@ -1,0 +1,97 @@
+package hub_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// A member whose API server hangs (accepts connections, never answers)
+// never holds the work for the others, with the hub's default deadlines:
+// the hub notices within two probe deadlines, aborts what waits on it and
+// fails further calls at once, so updates keep reaching the healthy member
+// within seconds, also for sources that never target the hung one; the
+// status says since when the member is unreachable, and it catches up once
+// it answers again.
+func TestHungMemberDoesNotHoldTheOthers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	// The defaults that matter: a 30s call deadline, probes every 10s.
+	hubAgent.stop()
+	hubAgent = startHub("--api-call-timeout=30s", "--cluster-probe-interval=10s", "--cluster-probe-timeout=2s")
+	t.Cleanup(func() {
+		hubAgent.stop()
+		hubAgent = startHub()
+	})
+	src, shared := uniq("src"), uniq("shared")
+	mkNamespaces(t, src, hubC)
+	mkNamespaces(t, shared, memA, memB)
+	// More sources that target the hung member than the hub has workers.
+	var both []*corev1.Secret
+	for i := range 6 {
+		s := sourceSecret(src, fmt.Sprintf("both%d", i), "*/"+shared, map[string]string{"k": "v1"})
+		g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
+		both = append(both, s)
+	}
+	onlyB := sourceSecret(src, "only-b", "member-b/"+shared, map[string]string{"k": "v1"})
+	g.Expect(hubC.Client.Create(ctx, onlyB)).To(Succeed())
+	for _, s := range append(both, onlyB) {
+		eventuallySecret(t, memB, shared, s.Name, nil)
+	}
+	for _, s := range both {
+		g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
+	}
+
+	partA.hang()
+	t.Cleanup(func() { _ = partA.heal() })
+	set := func(s *corev1.Secret, v string) {
+		change(t, hubC, s, func() { s.Data["k"] = []byte(v) })
+	}
+	reaches := func(s *corev1.Secret, v string, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		eventuallySecretWithin(t, memB, shared, s.Name, within, func(g Gomega, m *corev1.Secret) {
+			g.Expect(m.Data).To(HaveKeyWithValue("k", []byte(v)))
+		})
+		return time.Since(start)
+	}
+
+	// Every source that targets both members is updated, twice: the first
+	// reconciles find the hung member, the second updates queue behind them.
+	for _, s := range both {
+		set(s, "v2")
+	}
+	for _, s := range both {
+		set(s, "v3")
+	}
+	set(onlyB, "v2")
+	// Detection takes a probe deadline for the slow call to trigger a
+	// probe and one for the probe: 4s; allow for the race detector.
+	t.Logf("member-b has the second update after %s", reaches(both[0], "v3", 10*time.Second))
+	t.Logf("member-b has the update of a source that does not target member-a after %s", reaches(onlyB, "v2", 10*time.Second))
+	g.Eventually(status(hubC, both[0]), timeout, poll).Should(MatchRegexp(`member-a unreachable since \d\d:\d\d:\d\dZ$`))
+
+	// Marked down, the hung member costs nothing any more.
+	for i := range 3 {
+		v := fmt.Sprintf("v%d", 4+i)
+		set(both[1], v)
+		t.Logf("update %d reaches member-b after %s", i+1, reaches(both[1], v, 3*time.Second))
+	}
+
+	// It catches up once it answers again.
+	g.Expect(partA.heal()).To(Succeed())
+	for _, s := range both {
+		eventuallySecret(t, memA, shared, s.Name, func(g Gomega, m *corev1.Secret) {
+			want := "v3"
+			if s == both[1] {
+				want = "v6"
+			}
+			g.Expect(m.Data).To(HaveKeyWithValue("k", []byte(want)))
+		})
+		g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
+	}
+}
