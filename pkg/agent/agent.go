@@ -64,9 +64,9 @@ type Options struct {
 	// election. A follower counts the lease from when it last saw it
 	// renewed, which it checks every RetryPeriod, so it takes over at most
 	// LeaseDuration plus two RetryPeriods (and jitter) after the leader died.
-	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
 	MetricsBindAddress      string
 	HealthProbeBindAddress  string
 	PprofBindAddress        string

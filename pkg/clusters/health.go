@@ -93,8 +93,7 @@ func (c *Cluster) CallContext(ctx context.Context, timeout time.Duration) (conte
 		return callCtx, func() {}
 	}
 	stopAbort := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })
-	var timed context.Context = callCtx
-	cancelTimeout := context.CancelFunc(func() {})
+	timed, cancelTimeout := context.Context(callCtx), context.CancelFunc(func() {})
 	if timeout > 0 {
 		timed, cancelTimeout = context.WithTimeout(callCtx, timeout)
 	}
