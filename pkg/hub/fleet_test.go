@@ -28,8 +28,8 @@ func TestUnreachableMemberConvergesWhenBack(t *testing.T) {
 	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
 	eventuallySecret(t, memA, shared, "down", nil)
 
-	partA.cut()
-	t.Cleanup(func() { _ = partA.heal() })
+	partA.Cut()
+	t.Cleanup(func() { _ = partA.Heal() })
 	change(t, hubC, s, func() { s.Data["k"] = []byte("v2") })
 	// member-b is updated at once; member-a is reported, not retried hot.
 	eventuallySecret(t, memB, shared, "down", func(g Gomega, m *corev1.Secret) {
@@ -39,7 +39,7 @@ func TestUnreachableMemberConvergesWhenBack(t *testing.T) {
 	g.Eventually(func() []string { return eventMessages(hubC, src, "down", "ClusterUnreachable") }, timeout, poll).
 		ShouldNot(BeEmpty())
 
-	g.Expect(partA.heal()).To(Succeed())
+	g.Expect(partA.Heal()).To(Succeed())
 	eventuallySecret(t, memA, shared, "down", func(g Gomega, m *corev1.Secret) {
 		g.Expect(m.Data).To(HaveKeyWithValue("k", []byte("v2")))
 	})
@@ -47,12 +47,12 @@ func TestUnreachableMemberConvergesWhenBack(t *testing.T) {
 
 	// A source deleted while a member is down is released after
 	// --remote-cleanup-timeout; the mirror left behind is swept on return.
-	partA.cut()
+	partA.Cut()
 	g.Eventually(status(hubC, s), timeout, poll).Should(ContainSubstring("member-a unreachable"))
 	g.Expect(hubC.Client.Delete(context.Background(), s)).To(Succeed())
 	eventuallyGone(t, memB, shared, "down")
 	eventuallyGone(t, hubC, src, "down")
-	g.Expect(partA.heal()).To(Succeed())
+	g.Expect(partA.Heal()).To(Succeed())
 	eventuallyGone(t, memA, shared, "down")
 }
 

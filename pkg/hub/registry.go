@@ -363,12 +363,12 @@ func (r *Registry) startMember(parent context.Context, m *member) {
 // answers a readiness request within ProbeTimeout and its caches are
 // synced. A cluster that does not answer is marked down at once, which
 // makes every call to it fail fast and aborts those in flight, and is
-// probed again soon (1s, doubling up to ProbeInterval) until it answers. A
+// probed again every downProbeInterval (at most ProbeInterval) until it
+// answers, so that its pending changes land seconds after it is back. A
 // cluster that comes back is announced, so its sources and the sources
 // targeting it are reconciled.
 func (r *Registry) probe(ctx context.Context, m *member) {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", m.name)
-	retry := time.Second
 	for {
 		synced := m.cluster.NamespacesSynced()
 		var err error
@@ -401,9 +401,7 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 		case !synced:
 			interval = min(interval, time.Second) // waiting for the first sync
 		case err != nil:
-			interval, retry = min(interval, retry), min(2*retry, r.opts.ProbeInterval)
-		default:
-			retry = time.Second
+			interval = min(interval, downProbeInterval)
 		}
 		select {
 		case <-ctx.Done():
@@ -413,6 +411,11 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 		}
 	}
 }
+
+// downProbeInterval is how often a cluster marked down is probed: one
+// readiness request every 2s costs it nothing, and its pending changes
+// land within seconds of its return.
+const downProbeInterval = 2 * time.Second
 
 func (r *Registry) ping(ctx context.Context, m *member) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)

@@ -40,7 +40,7 @@ var (
 	hubC, memA, memB *fleettest.Cluster
 	hubAgent         *running
 	// partA cuts the hub off member-a.
-	partA *partition
+	partA *fleettest.FaultProxy
 )
 
 func TestMain(m *testing.M) {
@@ -99,11 +99,11 @@ func registerA() error {
 		if err != nil {
 			return err
 		}
-		if partA, err = newPartition(u.Host); err != nil {
+		if partA, err = fleettest.NewFaultProxy(u.Host); err != nil {
 			return err
 		}
 	}
-	if kc, err = partA.through(kc); err != nil {
+	if kc, err = partA.Through(kc); err != nil {
 		return err
 	}
 	return fleettest.RegisterCAPI(context.Background(), hubC.Client, secretsNS, memA, kc)

@@ -39,9 +39,10 @@ const (
 	wlMemberLarge = "member-large"
 	wlHub         = "hub"
 	wlHubChurn    = "hub-churn"
+	wlHubFaults   = "hub-faults"
 )
 
-var allWorkloads = []string{wlMemberSmall, wlMemberLarge, wlHub, wlHubChurn}
+var allWorkloads = []string{wlMemberSmall, wlMemberLarge, wlHub, wlHubChurn, wlHubFaults}
 
 // scale is the size of a workload; every field is a flag.
 type scale struct {
@@ -59,6 +60,7 @@ var defaults = map[string]scale{
 	wlMemberLarge: {Namespaces: 500, Sources: 20, Noise: 5000, Updates: 100},
 	wlHub:         {Namespaces: 100, Sources: 10, Members: 5, Updates: 100},
 	wlHubChurn:    {Namespaces: 20, Sources: 4, Members: 1, Cycles: 50},
+	wlHubFaults:   {Namespaces: 4, Sources: 100, Members: 5, Updates: 100},
 }
 
 // options are the command line.

@@ -35,6 +35,7 @@ type Result struct {
 	EndState        *endState     `json:"endState,omitempty"`
 	Resources       resources     `json:"resources"`
 	Churn           *churn        `json:"churn,omitempty"`
+	Faults          *faults       `json:"faults,omitempty"`
 	Phases          []*phase      `json:"phases"`
 	Targets         []targetCheck `json:"targets"`
 	Notes           []string      `json:"notes"`
@@ -232,6 +233,9 @@ func (r *Result) finish(err error) {
 		check("mirrors at the end", fmt.Sprintf("%d, all current", e.Expected), fmt.Sprintf("%d (%d extra, %d stale/missing)", e.Mirrors, e.Extra, e.Wrong),
 			e.Mirrors == e.Expected && e.Extra == 0 && e.Wrong == 0)
 	}
+	if f := r.Faults; f != nil {
+		f.check(check)
+	}
 	if c := r.Churn; c != nil && c.After != nil && c.Before != nil {
 		check("hub goroutines after churn", fmt.Sprintf("<= %.0f (before)", c.Before.Goroutines), fmt.Sprintf("%.0f", c.After.Goroutines), c.After.Goroutines <= c.Before.Goroutines)
 		check("hub RSS after churn", fmt.Sprintf("<= %.1f MiB (before +10%%)", c.Before.RSSMiB*1.1), mib(c.After.RSSMiB), c.After.RSSMiB <= c.Before.RSSMiB*1.1)
@@ -305,6 +309,9 @@ func (r *Result) print(w io.Writer) {
 	}
 	if c := r.Churn; c != nil {
 		c.print(row)
+	}
+	if f := r.Faults; f != nil {
+		f.print(row)
 	}
 	_ = tw.Flush()
 

@@ -112,7 +112,9 @@ type bench struct {
 	agent    *agent
 }
 
-func (b *bench) hub() bool { return b.workload == wlHub || b.workload == wlHubChurn }
+func (b *bench) hub() bool {
+	return b.workload == wlHub || b.workload == wlHubChurn || b.workload == wlHubFaults
+}
 
 // run runs the workload and returns its result, partial on error.
 func (b *bench) run(ctx context.Context) (res *Result, err error) {
@@ -124,8 +126,11 @@ func (b *bench) run(ctx context.Context) (res *Result, err error) {
 		b.res.Machine.LoadAvgEnd = loadAvg()
 		b.res.finish(err)
 	}()
-	if b.workload == wlHubChurn {
+	switch b.workload {
+	case wlHubChurn:
 		return b.res, b.runChurn(ctx)
+	case wlHubFaults:
+		return b.res, b.runFaults(ctx)
 	}
 	return b.res, b.runMirroring(ctx)
 }
@@ -433,7 +438,8 @@ func (b *bench) newAgent() error {
 		// Above every target count of the workload, new namespaces included.
 		"--max-targets", strconv.Itoa(len(b.targets) + 100),
 	}
-	if b.hub() {
+	if b.hub() && b.workload != wlHubFaults {
+		// hub-faults measures the default probe settings.
 		base = append(base, "--cluster-probe-interval", "1s")
 	}
 	logPath := filepath.Join(b.opts.out, "logs", b.workload+"-"+name+".log")
