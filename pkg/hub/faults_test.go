@@ -3,16 +3,19 @@ package hub_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
-// A member whose API server hangs (accepts connections, never answers) or
-// answers slowly (every response 5s late) never holds the work for the
-// others, with the hub's default deadlines: the hub notices within two
+// A member whose API server hangs (accepts connections, never answers),
+// answers slowly (every response 5s late), is down, or answers 503, 429,
+// 401 or cut-off responses never holds the work for the others, with the hub's default deadlines: the hub notices within two
 // probe deadlines, aborts what waits on it and fails further calls at
 // once, so updates keep reaching the healthy member within seconds, also
 // for sources that never target the sick one; the status says since when
@@ -35,6 +38,30 @@ func TestSickMemberDoesNotHoldTheOthers(t *testing.T) {
 		{"api server down", memA.Stop, memA.Restart},
 	} {
 		t.Run(fault.name, func(t *testing.T) { sickMemberScenario(t, fault.inject, fault.heal) })
+	}
+
+	// HTTP-level faults: member-a registered through an HTTPS proxy that
+	// answers in the API server's place.
+	g := NewWithT(t)
+	proxy, err := fleettest.NewHTTPFaultProxy(memA.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(proxy.Close)
+	kc, err := proxy.Kubeconfig(memA.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fleettest.RegisterCAPI(context.Background(), hubC.Client, secretsNS, memA, kc)).To(Succeed())
+	t.Cleanup(func() { g.Expect(registerA()).To(Succeed()) })
+	for _, fault := range []struct {
+		name   string
+		inject func()
+	}{
+		{"503 service unavailable", func() { proxy.Fail(http.StatusServiceUnavailable) }},
+		{"429 too many requests", func() { proxy.Fail(http.StatusTooManyRequests) }},
+		{"401 unauthorized", func() { proxy.Fail(http.StatusUnauthorized) }},
+		{"responses cut off", proxy.CutResponses},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			sickMemberScenario(t, func() error { fault.inject(); return nil }, proxy.Heal)
+		})
 	}
 }
 

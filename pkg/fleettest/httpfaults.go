@@ -1,0 +1,110 @@
+package fleettest
+
+import (
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// HTTPFaultProxy is an HTTPS reverse proxy in front of an API server that
+// answers in its place when told to: every request with one HTTP status
+// (429 with Retry-After, 5xx, 401, 403), or with a response cut off after
+// its headers. It terminates TLS with a certificate of its own and
+// forwards with the credentials it was given, so the clients of its
+// kubeconfig see the faults an API server (or a load balancer in front of
+// it) produces, not TCP failures.
+type HTTPFaultProxy struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	status int
+	cut    bool
+}
+
+// NewHTTPFaultProxy starts a proxy to the API server of upstream, which it
+// reaches with upstream's credentials.
+func NewHTTPFaultProxy(upstream *rest.Config) (*HTTPFaultProxy, error) {
+	target, err := url.Parse(upstream.Host)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := rest.TransportFor(upstream)
+	if err != nil {
+		return nil, err
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = rt
+	rp.FlushInterval = -1 // watches stream
+	p := &HTTPFaultProxy{}
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		status, cut := p.status, p.cut
+		p.mu.Unlock()
+		switch {
+		case cut:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte(`{"kind":`))
+			panic(http.ErrAbortHandler) // the stream is reset mid-response
+		case status != 0:
+			if status == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", "1")
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the fault proxy","code":%d}`, status)
+		default:
+			r.Header.Del("Authorization") // the proxy's own credentials go upstream
+			rp.ServeHTTP(w, r)
+		}
+	}))
+	p.srv.EnableHTTP2 = true
+	p.srv.StartTLS()
+	return p, nil
+}
+
+// Fail answers every request with status until Heal (0: forward again).
+func (p *HTTPFaultProxy) Fail(status int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.status = status
+}
+
+// CutResponses cuts every response off after its headers until Heal.
+func (p *HTTPFaultProxy) CutResponses() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+}
+
+// Heal forwards every request again.
+func (p *HTTPFaultProxy) Heal() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.status, p.cut = 0, false
+	return nil
+}
+
+// Close stops the proxy.
+func (p *HTTPFaultProxy) Close() { p.srv.Close() }
+
+// Kubeconfig returns a self-contained kubeconfig of cluster name that
+// reaches the API server through the proxy, with a token the proxy
+// replaces by its own credentials.
+func (p *HTTPFaultProxy) Kubeconfig(name string) ([]byte, error) {
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[name] = &clientcmdapi.Cluster{Server: p.srv.URL, CertificateAuthorityData: ca}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: "through-the-fault-proxy"}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	kc.CurrentContext = name
+	return clientcmd.Write(*kc)
+}
