@@ -50,7 +50,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) func() error {
 	fs.DurationVar(&o.RemoteCleanupTimeout, "remote-cleanup-timeout", 5*time.Minute, "How long a deleted source is held while clusters with its mirrors are unreachable; the orphan sweep removes those mirrors when they return.")
 	fs.StringVar(&orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
 	fs.DurationVar(&o.ProbeInterval, "cluster-probe-interval", 10*time.Second, "How often each registered cluster is probed.")
-	fs.DurationVar(&o.ProbeTimeout, "cluster-probe-timeout", 3*time.Second, "Deadline of one cluster probe. A cluster that misses it is marked unreachable: calls to it fail at once until a probe succeeds. A call to a cluster that takes longer than this has the cluster probed at once.")
+	fs.DurationVar(&o.ProbeTimeout, "cluster-probe-timeout", 3*time.Second, "Deadline of one cluster probe. A cluster that misses it is marked unreachable: calls to it fail at once until a probe succeeds. A call to a cluster still running after 1s (or this, if shorter) has the cluster probed at once.")
 	return func() error {
 		if err := finish(); err != nil {
 			return err

@@ -295,10 +295,10 @@ func (r *Registry) newMember(name string, lbls map[string]string, hash, secret s
 		probeNow: make(chan struct{}, 1)}
 	cfg = r.opts.Limited(cfg)
 	c, err := clusters.New(cfg, clusters.Options{Name: name, ManagedBy: annotations.ManagedByHub, Resync: r.opts.ResyncPeriod, Handler: r.handler,
-		// A call that takes longer than a probe may has the cluster
-		// probed now: if it hangs, it is marked down within two probe
-		// deadlines, and the calls waiting on it are aborted.
-		SlowCall: m.pokeProbe, SlowCallAfter: r.opts.ProbeTimeout})
+		// A call still running after slowCallAfter has the cluster probed
+		// now: if it hangs, it is marked down within a probe deadline
+		// more, and the calls waiting on it are aborted.
+		SlowCall: m.pokeProbe, SlowCallAfter: min(r.opts.ProbeTimeout, slowCallAfter)})
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +411,12 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 		}
 	}
 }
+
+// slowCallAfter is how long a call may run before its cluster is probed.
+// A write or read of one object takes milliseconds; one that takes a
+// second is worth one readiness request, which API Priority and Fairness
+// serves at once even to a busy API server (probes are exempt).
+const slowCallAfter = time.Second
 
 // downProbeInterval is how often a cluster marked down is probed: one
 // readiness request every 2s costs it nothing, and its pending changes

@@ -95,13 +95,7 @@ func (b *bench) runChurn(ctx context.Context) (err error) {
 		return err
 	}
 	b.res.SeedSeconds = time.Since(seedStart).Seconds()
-	b.tracker = newTracker()
-	for _, c := range b.tgtC {
-		if err := b.tracker.watch(ctx, c.name, c.cs); err != nil {
-			return err
-		}
-	}
-	if err := b.newAgent(); err != nil {
+	if err := b.watchAndPrepare(ctx); err != nil {
 		return err
 	}
 	// The group of clusters reported apart: the churner.

@@ -35,6 +35,16 @@ type faults struct {
 	RecoveredSlow float64 `json:"recoveredSlowSeconds"`
 	OutageSeconds float64 `json:"outageSeconds"`
 	CatchUp       float64 `json:"catchUpSeconds"`
+	// CatchUpWrites is, per fault, the hub's writes to Secrets and
+	// ConfigMaps of the sick member while it caught up, and Changed the
+	// mirrors there whose source changed meanwhile: no write storm means
+	// no more writes than that (fewer when some landed before the fault
+	// was noticed).
+	CatchUpWrites map[string]float64 `json:"catchUpWrites"`
+	Changed       int                `json:"changedMirrors"`
+	// Goroutines are the hub's before the faults, at the end of each
+	// fault, and at the end.
+	Goroutines map[string]float64 `json:"goroutines"`
 }
 
 func (f *faults) print(row func(name, value, detail string)) {
@@ -50,7 +60,19 @@ func (f *faults) print(row func(name, value, detail string)) {
 	if f.OutageSeconds > 0 {
 		row("catch-up after the outage", fmt.Sprintf("%.3fs", f.CatchUp), fmt.Sprintf("%s cut off for %.0fs while every source changed", f.Sick, f.OutageSeconds))
 	}
+	for _, name := range faultNames {
+		if w, ok := f.CatchUpWrites[name]; ok {
+			row("  writes catching up after "+name, fmt.Sprintf("%.0f", w), fmt.Sprintf("to %s's Secrets/ConfigMaps; %d of its mirrors changed meanwhile", f.Sick, f.Changed))
+		}
+	}
+	if g := f.Goroutines; g != nil {
+		row("hub goroutines", fmt.Sprintf("%.0f -> %.0f", g["before"], g["after"]),
+			fmt.Sprintf("before the faults -> after; at the end of each fault: hung %.0f, slow %.0f, cut off %.0f", g["hang"], g["slowness"], g["outage"]))
+	}
 }
+
+// faultNames are the faults of hub-faults, in order.
+var faultNames = []string{"hang", "slowness", "outage"}
 
 func (f *faults) check(check func(name, target, value string, ok bool)) {
 	if f.Baseline == nil {
@@ -67,6 +89,15 @@ func (f *faults) check(check func(name, target, value string, ok bool)) {
 	}
 	if f.OutageSeconds > 0 {
 		check("catch-up after a 60s outage", "<= 5s", fmt.Sprintf("%.3fs", f.CatchUp), f.CatchUp <= 5)
+	}
+	for _, name := range faultNames {
+		if w, ok := f.CatchUpWrites[name]; ok {
+			// Fewer when some writes landed before the fault was noticed.
+			check("writes catching up after "+name, fmt.Sprintf("<= %d changed mirrors", f.Changed), fmt.Sprintf("%.0f", w), w <= float64(f.Changed))
+		}
+	}
+	if g := f.Goroutines; g != nil {
+		check("hub goroutines after the faults", fmt.Sprintf("<= %.0f (before) + 5", g["before"]), fmt.Sprintf("%.0f", g["after"]), g["after"] <= g["before"]+5)
 	}
 }
 
@@ -113,13 +144,7 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 		}
 	}
 	b.res.SeedSeconds = time.Since(seedStart).Seconds()
-	b.tracker = newTracker()
-	for _, c := range b.tgtC {
-		if err := b.tracker.watch(ctx, c.name, c.cs); err != nil {
-			return err
-		}
-	}
-	if err := b.newAgent(); err != nil {
+	if err := b.watchAndPrepare(ctx); err != nil {
 		return err
 	}
 	if err := b.converge(ctx); err != nil {
@@ -128,8 +153,14 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 
 	sick := b.tgtC[len(b.tgtC)-1]
 	proxy := proxies[sick.name]
-	f := &faults{Sick: sick.name}
+	b.groups = map[string][]*cluster{"hub": {b.srcC}, "healthy members": b.tgtC[:len(b.tgtC)-1], "sick member": {sick}}
+	f := &faults{Sick: sick.name, CatchUpWrites: map[string]float64{}, Goroutines: map[string]float64{}}
 	b.res.Faults = f
+	goroutines := func(at string) {
+		if fams, err := b.agent.scrape(ctx); err == nil {
+			f.Goroutines[at] = sum(fams, "go_goroutines")
+		}
+	}
 	var healthy, sickTargets []target
 	for _, t := range b.targets {
 		if t.cluster == sick.name {
@@ -139,8 +170,15 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 		}
 	}
 	next := 0
+	// Each phase changes this many distinct sources, round-robin.
+	f.Changed = min(b.scale.Updates, len(b.sources)) * len(sickTargets)
 	timedUpdates := func(name string) (*latencies, error) {
 		progress("%s: %d updates, %s", b.workload, b.scale.Updates, name)
+		p, err := b.beginPhase(ctx, "updates, "+name)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _, _ = p.end(ctx) }()
 		var lat []float64
 		for range b.scale.Updates {
 			s := b.sources[next%len(b.sources)]
@@ -163,9 +201,15 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 		progress("%s: %s: healthy members p50 %.3fs p95 %.3fs max %.3fs", b.workload, name, l.P50, l.P95, l.Max)
 		return l, nil
 	}
-	// recover heals the proxy and times the sick member's catch-up.
+	// recover heals the proxy and times the sick member's catch-up, then
+	// counts the writes it took once the hub is idle.
 	recover := func(name string) (float64, error) {
+		goroutines(name)
 		g := b.tracker.expect(b.want(b.sources, sickTargets))
+		p, err := b.beginPhase(ctx, "catch-up after "+name)
+		if err != nil {
+			return 0, err
+		}
 		if err := proxy.Heal(); err != nil {
 			return 0, err
 		}
@@ -175,9 +219,18 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 			return 0, fmt.Errorf("%s: catching up: %w", name, err)
 		}
 		secs := at.Sub(healed).Seconds()
-		progress("%s: %s healed; caught up in %.3fs", b.workload, name, secs)
+		if _, err := b.agent.waitIdle(ctx, 0, b.opts.timeout); err != nil {
+			return 0, err
+		}
+		ph, err := p.end(ctx)
+		if err != nil {
+			return 0, err
+		}
+		f.CatchUpWrites[name] = ph.Clusters["sick member"].Agent.writes("secrets", "configmaps")
+		progress("%s: %s healed; caught up in %.3fs with %.0f writes", b.workload, name, secs, f.CatchUpWrites[name])
 		return secs, nil
 	}
+	goroutines("before")
 
 	if f.Baseline, err = timedUpdates("no fault"); err != nil {
 		return err
@@ -210,5 +263,6 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 	if f.CatchUp, err = recover("outage"); err != nil {
 		return err
 	}
+	goroutines("after")
 	return b.agent.stop()
 }

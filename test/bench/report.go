@@ -353,7 +353,7 @@ func (r *Result) print(w io.Writer) {
 
 // groupRank orders the groups of clusters in tables: where the agent runs first.
 func groupRank(g string) int {
-	return slices.Index([]string{"cluster", "hub", "members", "stable members", "churned member"}, g)
+	return slices.Index([]string{"cluster", "hub", "members", "stable members", "churned member", "healthy members", "sick member"}, g)
 }
 
 // formatCounts prints counts sorted by key, zeroes left out.

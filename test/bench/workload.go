@@ -227,13 +227,7 @@ func (b *bench) runMirroring(ctx context.Context) (err error) {
 		}
 	}
 	b.res.SeedSeconds = time.Since(seedStart).Seconds()
-	b.tracker = newTracker()
-	for _, c := range b.tgtC {
-		if err := b.tracker.watch(ctx, c.name, c.cs); err != nil {
-			return err
-		}
-	}
-	if err := b.newAgent(); err != nil {
+	if err := b.watchAndPrepare(ctx); err != nil {
 		return err
 	}
 
@@ -263,6 +257,18 @@ func (b *bench) runMirroring(ctx context.Context) (err error) {
 	}
 	b.res.Resources.Restarted = &u
 	return b.agent.stop()
+}
+
+// watchAndPrepare starts the bench's watches of the target clusters and
+// prepares the agent (not started yet).
+func (b *bench) watchAndPrepare(ctx context.Context) error {
+	b.tracker = newTracker()
+	for _, c := range b.tgtC {
+		if err := b.tracker.watch(ctx, c.name, c.cs); err != nil {
+			return err
+		}
+	}
+	return b.newAgent()
 }
 
 // planTargets lists the target namespaces: bench-NNN in every target

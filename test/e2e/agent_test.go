@@ -42,21 +42,11 @@ type agent struct {
 // extra flags. The process leads a process group of its own; stop ends it.
 func startAgent(bin, logDir, cluster string, extra ...string) (*agent, error) {
 	c := fleet.Cluster(cluster)
-	metricsAddr, err := freeAddr()
+	a, err := newAgentAt(filepath.Base(bin)+"/"+cluster, filepath.Join(logDir, filepath.Base(bin)+"-"+cluster+".log"))
 	if err != nil {
 		return nil, err
 	}
-	probeAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	a := &agent{
-		name:        filepath.Base(bin) + "/" + cluster,
-		logPath:     filepath.Join(logDir, filepath.Base(bin)+"-"+cluster+".log"),
-		metricsAddr: metricsAddr,
-		probeAddr:   probeAddr,
-		exited:      make(chan struct{}),
-	}
+	metricsAddr, probeAddr := a.metricsAddr, a.probeAddr
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -91,6 +81,20 @@ func startAgent(bin, logDir, cluster string, extra ...string) (*agent, error) {
 		close(a.exited)
 	}()
 	return a, nil
+}
+
+// newAgentAt returns an agent, not started, named name and logging to
+// logPath, with metrics and probe endpoints on free loopback ports.
+func newAgentAt(name, logPath string) (*agent, error) {
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	probeAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return &agent{name: name, logPath: logPath, metricsAddr: metricsAddr, probeAddr: probeAddr, exited: make(chan struct{})}, nil
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.

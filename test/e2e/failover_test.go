@@ -31,15 +31,8 @@ const failoverBudget = 15 * time.Second
 // whose source did not change is not written at all.
 func TestLeaderFailover(t *testing.T) {
 	g := NewWithT(t)
-	dir := keepDirOnFailure(t, "fleetmirror-failover-")
-	f, err := fleettest.Start(dir)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(f.Stop()).To(Succeed()) })
-	c := f.Hub
+	dir, c := singleCluster(t, "fleetmirror-failover-", systemNS, "src", "dst")
 	ctx := context.Background()
-	for _, ns := range []string{systemNS, "src", "dst"} {
-		g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	}
 
 	var procs []*agent
 	stopAtCleanupAlive(t, &procs)
@@ -135,18 +128,29 @@ func TestLeaderFailover(t *testing.T) {
 // startAgentOn starts the member binary against cluster c of another fleet
 // than the suite's, under name.
 func startAgentOn(c *fleettest.Cluster, logDir, name string, extra ...string) (*agent, error) {
-	metricsAddr, err := freeAddr()
+	a, err := newAgentAt(name, filepath.Join(logDir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
-	probeAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	a := &agent{name: name, logPath: filepath.Join(logDir, name+".log"), metricsAddr: metricsAddr, probeAddr: probeAddr}
 	args := append([]string{"--kubeconfig", c.KubeconfigPath, "--cluster-name", c.Name,
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr}, extra...)
+		"--metrics-bind-address", a.metricsAddr, "--health-probe-bind-address", a.probeAddr}, extra...)
 	return a, startProcess(a, memberBin, args...)
+}
+
+// singleCluster starts an API server of its own for one test, with the
+// namespaces given, and returns the test's work directory (kept when the
+// test fails) and the cluster.
+func singleCluster(t *testing.T, pattern string, namespaces ...string) (string, *fleettest.Cluster) {
+	t.Helper()
+	g := NewWithT(t)
+	dir := keepDirOnFailure(t, pattern)
+	f, err := fleettest.Start(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(f.Stop()).To(Succeed()) })
+	for _, ns := range namespaces {
+		g.Expect(f.Hub.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	}
+	return dir, f.Hub
 }
 
 // stopAtCleanupAlive stops the processes still running when the test ends;

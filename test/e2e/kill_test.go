@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
-	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // An agent killed with SIGKILL in the middle of writing a source's mirrors
@@ -23,15 +22,8 @@ import (
 func TestKilledMidPropagation(t *testing.T) {
 	g := NewWithT(t)
 	const targets = 150
-	dir := keepDirOnFailure(t, "fleetmirror-kill-")
-	f, err := fleettest.Start(dir)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(f.Stop()).To(Succeed()) })
-	c := f.Hub
+	dir, c := singleCluster(t, "fleetmirror-kill-", systemNS, "src")
 	ctx := context.Background()
-	for _, ns := range []string{systemNS, "src"} {
-		g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	}
 	for i := range targets {
 		g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%03d", i)}})).To(Succeed())
 	}

@@ -722,24 +722,14 @@ func readDeployment(t *testing.T, c *fleettest.Cluster, ns, name, binary string)
 // its own kubeconfig, endpoints on free loopback ports and extra flags; the
 // flags given later win over the chart's.
 func startChartAgent(bin, logDir, cluster string, d chartDeployment, kubeconfig string, extra ...string) (*agent, error) {
-	metricsAddr, err := freeAddr()
+	a, err := newAgentAt(filepath.Base(bin)+"/"+cluster, filepath.Join(logDir, filepath.Base(bin)+"-"+cluster+".log"))
 	if err != nil {
 		return nil, err
-	}
-	probeAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	a := &agent{
-		name:        filepath.Base(bin) + "/" + cluster,
-		logPath:     filepath.Join(logDir, filepath.Base(bin)+"-"+cluster+".log"),
-		metricsAddr: metricsAddr,
-		probeAddr:   probeAddr,
 	}
 	args := append(append([]string{}, d.args...),
 		"--kubeconfig="+kubeconfig,
-		"--metrics-bind-address="+metricsAddr,
-		"--health-probe-bind-address="+probeAddr,
+		"--metrics-bind-address="+a.metricsAddr,
+		"--health-probe-bind-address="+a.probeAddr,
 	)
 	return a, startProcess(a, bin, append(args, extra...)...)
 }
