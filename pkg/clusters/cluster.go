@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -76,6 +77,8 @@ type Cluster struct {
 	meta       rest.Interface // metadata responses, for Objects
 
 	health *health
+	// inFlight counts the calls made with CallContext not returned yet.
+	inFlight prometheus.Gauge
 
 	mu     sync.Mutex
 	kinds  map[schema.GroupVersionKind]*kindWatch
@@ -175,6 +178,7 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		disco:    disco,
 		kinds:    map[schema.GroupVersionKind]*kindWatch{},
 		health:   newHealth(),
+		inFlight: metrics.CallsInFlight.WithLabelValues(opts.Name),
 	}
 	c.namespaces = metadatainformer.NewFilteredMetadataInformer(md, namespacesGVR, "", opts.Resync, cache.Indexers{}, nil).Informer()
 	if err := c.namespaces.SetTransform(stripMetadata); err != nil {

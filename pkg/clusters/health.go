@@ -92,6 +92,7 @@ func (c *Cluster) CallContext(ctx context.Context, timeout time.Duration) (conte
 		cancel(down)
 		return callCtx, func() {}
 	}
+	c.inFlight.Inc()
 	stopAbort := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })
 	timed, cancelTimeout := context.Context(callCtx), context.CancelFunc(func() {})
 	if timeout > 0 {
@@ -101,7 +102,9 @@ func (c *Cluster) CallContext(ctx context.Context, timeout time.Duration) (conte
 	if c.opts.SlowCall != nil && c.opts.SlowCallAfter > 0 {
 		slow = time.AfterFunc(c.opts.SlowCallAfter, c.opts.SlowCall)
 	}
+	var once sync.Once
 	return timed, func() {
+		once.Do(c.inFlight.Dec)
 		if slow != nil {
 			slow.Stop()
 		}

@@ -115,6 +115,9 @@ func sickMemberScenario(t *testing.T, inject, heal func() error) {
 	t.Logf("member-b has the second update after %s", reaches(both[0], "v3", 10*time.Second))
 	t.Logf("member-b has the update of a source that does not target member-a after %s", reaches(onlyB, "v2", 10*time.Second))
 	g.Eventually(status(hubC, both[0]), timeout, poll).Should(MatchRegexp(`member-a unreachable since \d\d:\d\d:\d\dZ$`))
+	// Nothing waits on it any more: the calls to it were aborted.
+	g.Expect(seriesWith("fleetmirror_cluster_calls_in_flight", "cluster", "member-a")).NotTo(BeEmpty())
+	g.Eventually(func() float64 { return hubGauge("fleetmirror_cluster_calls_in_flight", "member-a") }, timeout, poll).Should(BeZero())
 
 	// Marked down, the sick member costs nothing any more.
 	for i := range 3 {

@@ -62,6 +62,13 @@ var (
 		Help: "Sources whose retries are spaced out after repeated failures, by kind.",
 	}, []string{"kind"})
 
+	// CallsInFlight counts the pipeline's calls to a cluster that have not
+	// returned: how much work waits on that cluster.
+	CallsInFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_cluster_calls_in_flight",
+		Help: "Calls of the mirroring pipeline (writes and reads) to a cluster that have not returned yet.",
+	}, []string{"cluster"})
+
 	// Mirrors counts the mirrors this agent manages, from its cache.
 	Mirrors = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fleetmirror_mirrors",
@@ -70,7 +77,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors)
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight)
 }
 
 // maxPropagation caps observations: a longer figure means the agent was
@@ -88,7 +95,7 @@ func ObservePropagation(kind, sourceCluster, cluster string, d time.Duration) {
 func ForgetCluster(cluster string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{SyncOperations, Conflicts, Mirrors, WatchedKinds, WatchEvents} {
+	}{SyncOperations, Conflicts, Mirrors, WatchedKinds, WatchEvents, CallsInFlight} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 	PropagationSeconds.DeletePartialMatch(prometheus.Labels{"cluster": cluster})

@@ -10,12 +10,8 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
-const (
-	// slowDelay is how late a slow member answers.
-	slowDelay = 5 * time.Second
-	// outage is how long the sick member is cut off in the outage phase.
-	outage = 60 * time.Second
-)
+// slowDelay is how late a slow member answers.
+const slowDelay = 5 * time.Second
 
 // faults is the result of hub-faults: how fast updates reach the healthy
 // members while one member is sick, and how fast the sick one catches up.
@@ -42,9 +38,10 @@ type faults struct {
 	// was noticed).
 	CatchUpWrites map[string]float64 `json:"catchUpWrites"`
 	Changed       int                `json:"changedMirrors"`
-	// Goroutines are the hub's before the faults, at the end of each
-	// fault, and at the end.
+	// Goroutines and RSSMiB are the hub's before the faults, at the end of
+	// each fault, and at the end.
 	Goroutines map[string]float64 `json:"goroutines"`
+	RSSMiB     map[string]float64 `json:"rssMiB"`
 }
 
 func (f *faults) print(row func(name, value, detail string)) {
@@ -69,6 +66,10 @@ func (f *faults) print(row func(name, value, detail string)) {
 		row("hub goroutines", fmt.Sprintf("%.0f -> %.0f", g["before"], g["after"]),
 			fmt.Sprintf("before the faults -> after; at the end of each fault: hung %.0f, slow %.0f, cut off %.0f", g["hang"], g["slowness"], g["outage"]))
 	}
+	if m := f.RSSMiB; m != nil {
+		row("hub RSS", fmt.Sprintf("%.1f -> %.1f MiB", m["before"], m["after"]),
+			fmt.Sprintf("at the end of each fault: hung %.1f, slow %.1f, cut off %.1f MiB", m["hang"], m["slowness"], m["outage"]))
+	}
 }
 
 // faultNames are the faults of hub-faults, in order.
@@ -88,7 +89,7 @@ func (f *faults) check(check func(name, target, value string, ok bool)) {
 		}
 	}
 	if f.OutageSeconds > 0 {
-		check("catch-up after a 60s outage", "<= 5s", fmt.Sprintf("%.3fs", f.CatchUp), f.CatchUp <= 5)
+		check(fmt.Sprintf("catch-up after a %.0fs outage", f.OutageSeconds), "<= 5s", fmt.Sprintf("%.3fs", f.CatchUp), f.CatchUp <= 5)
 	}
 	for _, name := range faultNames {
 		if w, ok := f.CatchUpWrites[name]; ok {
@@ -154,11 +155,14 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 	sick := b.tgtC[len(b.tgtC)-1]
 	proxy := proxies[sick.name]
 	b.groups = map[string][]*cluster{"hub": {b.srcC}, "healthy members": b.tgtC[:len(b.tgtC)-1], "sick member": {sick}}
-	f := &faults{Sick: sick.name, CatchUpWrites: map[string]float64{}, Goroutines: map[string]float64{}}
+	f := &faults{Sick: sick.name, CatchUpWrites: map[string]float64{}, Goroutines: map[string]float64{}, RSSMiB: map[string]float64{}}
 	b.res.Faults = f
 	goroutines := func(at string) {
 		if fams, err := b.agent.scrape(ctx); err == nil {
 			f.Goroutines[at] = sum(fams, "go_goroutines")
+		}
+		if u, err := b.agent.usage(); err == nil {
+			f.RSSMiB[at] = u.RSSMiB
 		}
 	}
 	var healthy, sickTargets []target
@@ -257,7 +261,7 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(time.Until(cut.Add(outage))):
+	case <-time.After(time.Until(cut.Add(b.opts.outage))):
 	}
 	f.OutageSeconds = time.Since(cut).Seconds()
 	if f.CatchUp, err = recover("outage"); err != nil {

@@ -77,6 +77,7 @@ type options struct {
 	updateGap    time.Duration
 	churnDelete  bool
 	settle       time.Duration
+	outage       time.Duration
 }
 
 // scaleFor returns the workload's default scale with the flags given applied.
@@ -116,6 +117,7 @@ func run() int {
 	fs.DurationVar(&o.updateGap, "update-gap", 0, "Pause between timed updates (0: back to back, each starting when the previous one has propagated).")
 	fs.BoolVar(&o.churnDelete, "churn-delete-mirrors", false, "hub-churn: delete the churned member's mirrors after each unregistration, so that each registration creates them anew.")
 	fs.DurationVar(&o.settle, "settle", 45*time.Second, "hub-churn: how long the idle hub settles before its goroutines and memory are read, before and after the churn. Over 30s: the HTTP/2 health check client-go turns on (ReadIdleTimeout 30s) keeps a closed connection's buffers referenced until its timer fires, so a shorter settle counts the last cycles' connections as growth.")
+	fs.DurationVar(&o.outage, "outage", time.Minute, "hub-faults: how long the sick member is cut off in the last phase.")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Longest wait for one measured event (convergence, one update, ...).")
 	fs.BoolVar(&o.pprof, "pprof", false, "Start the agent with --pprof-bind-address on a free port (printed) to profile it during the run.")
 	fs.StringVar(&o.agentArgs, "agent-args", "", "Extra flags for the agent, space-separated, appended to the standard ones.")
