@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -215,40 +216,11 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	if c.kind(gvk) != nil {
 		return nil
 	}
-	mapping, err := c.mapping(gvk)
+	w, err := c.newKindWatch(gvk)
 	if err != nil {
 		return err
 	}
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		return fmt.Errorf("cluster %s: kind %s is not namespaced", c.opts.Name, gvk)
-	}
-	sourceSel := labels.SelectorFromSet(labels.Set{annotations.LabelEnabled: "true"})
-	mirrorSel := labels.SelectorFromSet(labels.Set{annotations.LabelMirror: "true", annotations.LabelManagedBy: c.opts.ManagedBy})
-
-	w := &kindWatch{
-		// Sources are kept whole (their content is copied) but for what
-		// stripMetadata drops. A mirror someone labelled as a source is
-		// listed too, so that the reconciler can refuse it out loud; there
-		// are none unless somebody tries, and then they are few.
-		sources: c.informer(mapping.Resource, sourceSel, nil, stripMetadata),
-		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
-	}
-	sourceEvents := metrics.WatchEvents.WithLabelValues(kindLabel(gvk), c.opts.Name, "sources")
-	mirrorEvents := metrics.WatchEvents.WithLabelValues(kindLabel(gvk), c.opts.Name, "mirrors")
-	if _, err := w.sources.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
-		sourceEvents.Inc()
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			c.opts.Handler.Source(c.opts.Name, gvk, u, deleted)
-		}
-	})); err != nil {
-		return err
-	}
-	if _, err := w.mirrors.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
-		mirrorEvents.Inc()
-		if m, ok := obj.(*Mirror); ok {
-			c.opts.Handler.Mirror(c.opts.Name, gvk, m, deleted)
-		}
-	})); err != nil {
+	if err := c.handle(gvk, w); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -264,6 +236,100 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 		c.runLocked(gvk, w)
 	}
 	return nil
+}
+
+// newKindWatch builds the informers of gvk's sources and mirrors, without
+// handlers and not started.
+func (c *Cluster) newKindWatch(gvk schema.GroupVersionKind) (*kindWatch, error) {
+	mapping, err := c.mapping(gvk)
+	if err != nil {
+		return nil, err
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return nil, fmt.Errorf("cluster %s: kind %s is not namespaced", c.opts.Name, gvk)
+	}
+	sourceSel := labels.SelectorFromSet(labels.Set{annotations.LabelEnabled: "true"})
+	mirrorSel := labels.SelectorFromSet(labels.Set{annotations.LabelMirror: "true", annotations.LabelManagedBy: c.opts.ManagedBy})
+	return &kindWatch{
+		// Sources are kept whole (their content is copied) but for what
+		// stripMetadata drops. A mirror someone labelled as a source is
+		// listed too, so that the reconciler can refuse it out loud; there
+		// are none unless somebody tries, and then they are few.
+		sources: c.informer(mapping.Resource, sourceSel, nil, stripMetadata),
+		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
+	}, nil
+}
+
+// handle sends the events of w's informers to the cluster's Handler. Added
+// to informers that run already, handlers first get an add event for every
+// object cached.
+func (c *Cluster) handle(gvk schema.GroupVersionKind, w *kindWatch) error {
+	sourceEvents := metrics.WatchEvents.WithLabelValues(kindLabel(gvk), c.opts.Name, "sources")
+	mirrorEvents := metrics.WatchEvents.WithLabelValues(kindLabel(gvk), c.opts.Name, "mirrors")
+	if _, err := w.sources.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+		sourceEvents.Inc()
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			c.opts.Handler.Source(c.opts.Name, gvk, u, deleted)
+		}
+	})); err != nil {
+		return err
+	}
+	_, err := w.mirrors.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+		mirrorEvents.Inc()
+		if m, ok := obj.(*Mirror); ok {
+			c.opts.Handler.Mirror(c.opts.Name, gvk, m, deleted)
+		}
+	}))
+	return err
+}
+
+// RestartWatches lists and watches every watched kind afresh. client-go's
+// reflectors wait up to 30s between attempts while an API server is down,
+// so after an outage the old watches may notice changes only that late;
+// new informers list at once. Each kind's new caches are filled before
+// they replace the old ones, which answer meanwhile, and their handlers
+// are added then: the Handler gets an add event for every object, as on a
+// resync, and every change from then on.
+func (c *Cluster) RestartWatches(ctx context.Context) error {
+	var errs []error
+	for _, gvk := range c.Watched() {
+		w, err := c.newKindWatch(gvk)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.mu.Lock()
+		if c.closed || c.ctx == nil {
+			c.mu.Unlock()
+			return nil
+		}
+		runCtx, cancel := context.WithCancel(c.ctx)
+		c.mu.Unlock()
+		w.cancel = cancel
+		go w.sources.RunWithContext(runCtx)
+		go w.mirrors.RunWithContext(runCtx)
+		if !cache.WaitForCacheSync(ctx.Done(), w.sources.HasSynced, w.mirrors.HasSynced) {
+			cancel()
+			return errors.Join(append(errs, ctx.Err())...)
+		}
+		c.mu.Lock()
+		old, ok := c.kinds[gvk]
+		if ok {
+			c.kinds[gvk] = w
+		}
+		c.mu.Unlock()
+		if !ok { // unwatched meanwhile
+			cancel()
+			continue
+		}
+		if old.cancel != nil {
+			old.cancel()
+		}
+		if err := c.handle(gvk, w); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Unwatch stops the watches of gvk and drops their caches.

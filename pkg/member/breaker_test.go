@@ -14,20 +14,27 @@ import (
 )
 
 func circuitOpen(kind string) float64 {
+	v, _ := gaugeWith("fleetmirror_circuit_breaker_open", "kind", kind)
+	return v
+}
+
+// gaugeWith returns the agent's gauge metric with label=value, and whether
+// it exists.
+func gaugeWith(metric, label, value string) (float64, bool) {
 	families, _ := ctrlmetrics.Registry.Gather()
 	for _, f := range families {
-		if f.GetName() != "fleetmirror_circuit_breaker_open" {
+		if f.GetName() != metric {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					return m.GetGauge().GetValue()
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue(), true
 				}
 			}
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // Issue 5, resilience: a source whose writes keep failing has its retries

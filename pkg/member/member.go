@@ -5,6 +5,7 @@ package member
 import (
 	"context"
 	"fmt"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
 // FieldManager names the member's writes in managedFields.
@@ -51,6 +53,7 @@ func Run(ctx context.Context, o Options) error {
 	kinds := o.Kinds(annotations.ManagedByMember, events.KindSynced)
 	if err := mgr.Add(agent.Runnable(func(ctx context.Context) error {
 		cluster.Start(ctx)
+		go watchOwnCluster(ctx, cluster)
 		go kinds.Run(ctx, list)
 		go agent.ReportMirrors(ctx, list)
 		<-ctx.Done()
@@ -63,4 +66,56 @@ func Run(ctx context.Context, o Options) error {
 	}
 	ctrl.LoggerFrom(ctx).Info("Starting member agent", "cluster", o.ClusterName, "kinds", fmt.Sprint(o.ResourceTypes))
 	return mgr.Start(ctx)
+}
+
+// Probes of the agent's own API server.
+const (
+	ownProbeInterval = 10 * time.Second
+	ownProbeTimeout  = 3 * time.Second
+	// ownDownProbeInterval is how often it is probed while it does not
+	// answer, so that its return is noticed within seconds.
+	ownDownProbeInterval = 2 * time.Second
+)
+
+// watchOwnCluster probes the agent's own API server until ctx ends and
+// keeps fleetmirror_cluster_up current. When the server answers again after
+// it did not, the kind watches are started afresh: client-go's reflectors
+// wait up to 30s between attempts while a server is down, and changes made
+// right after its return would wait for them.
+func watchOwnCluster(ctx context.Context, c *clusters.Cluster) {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.Name())
+	up := metrics.ClusterUp.WithLabelValues(c.Name())
+	defer metrics.ClusterUp.DeleteLabelValues(c.Name())
+	down := false
+	for {
+		probeCtx, cancel := context.WithTimeout(ctx, ownProbeTimeout)
+		err := c.Ping(probeCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && !down:
+			log.Info("The API server does not answer", "error", err.Error())
+			down = true
+		case err == nil && down:
+			log.Info("The API server answers again; restarting the watches")
+			down = false
+			if err := c.RestartWatches(ctx); err != nil && ctx.Err() == nil {
+				log.Error(err, "Restarting the watches")
+			}
+		}
+		wait := ownProbeInterval
+		if down {
+			up.Set(0)
+			wait = ownDownProbeInterval
+		} else {
+			up.Set(1)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }

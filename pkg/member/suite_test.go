@@ -32,9 +32,12 @@ const (
 )
 
 var (
-	fleet *fleettest.Fleet
-	k8s   client.Client
-	agent *runningAgent
+	// agentHost, when set, is where startAgent's agent reaches the API
+	// server (a fault proxy) instead of its address.
+	agentHost string
+	fleet     *fleettest.Fleet
+	k8s       client.Client
+	agent     *runningAgent
 )
 
 func TestMain(m *testing.M) {
@@ -157,6 +160,9 @@ func startAgent(extraArgs ...string) *runningAgent {
 	}
 	log := &requestLog{}
 	cfg := rest.CopyConfig(fleet.Hub.Config)
+	if agentHost != "" {
+		cfg.Host = agentHost
+	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: log} }
 	o.RESTConfig = cfg
 	ctx, cancel := context.WithCancel(context.Background())

@@ -69,6 +69,12 @@ var (
 		Help: "Calls of the mirroring pipeline (writes and reads) to a cluster that have not returned yet.",
 	}, []string{"cluster"})
 
+	// ClusterUp says whether the member agent's own API server answers.
+	ClusterUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_cluster_up",
+		Help: "1 while the agent's own API server answers its readiness probe, else 0.",
+	}, []string{"cluster"})
+
 	// Mirrors counts the mirrors this agent manages, from its cache.
 	Mirrors = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fleetmirror_mirrors",
@@ -77,7 +83,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight)
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, ClusterUp)
 }
 
 // maxPropagation caps observations: a longer figure means the agent was
