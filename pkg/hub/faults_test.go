@@ -15,7 +15,7 @@ import (
 
 // A member whose API server hangs (accepts connections, never answers),
 // answers slowly (every response 5s late), is down, or answers 503, 429,
-// 401 or cut-off responses never holds the work for the others, with the hub's default deadlines: the hub notices within two
+// 401, 403 or cut-off responses never holds the work for the others, with the hub's default deadlines: the hub notices within two
 // probe deadlines, aborts what waits on it and fails further calls at
 // once, so updates keep reaching the healthy member within seconds, also
 // for sources that never target the sick one; the status says since when
@@ -57,6 +57,7 @@ func TestSickMemberDoesNotHoldTheOthers(t *testing.T) {
 		{"503 service unavailable", func() { proxy.Fail(http.StatusServiceUnavailable) }},
 		{"429 too many requests", func() { proxy.Fail(http.StatusTooManyRequests) }},
 		{"401 unauthorized", func() { proxy.Fail(http.StatusUnauthorized) }},
+		{"403 forbidden", func() { proxy.Fail(http.StatusForbidden) }},
 		{"responses cut off", proxy.CutResponses},
 	} {
 		t.Run(fault.name, func(t *testing.T) {

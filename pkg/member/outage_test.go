@@ -2,7 +2,9 @@ package member_test
 
 import (
 	"context"
+	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,8 +26,8 @@ const recoveryBudget = 5 * time.Second
 
 // When the agent cannot reach its own API server, it says so
 // (fleetmirror_cluster_up 0); changes made meanwhile reach the mirrors
-// within seconds of its return, not when the watches would have
-// reconnected by themselves.
+// within seconds of its return, and recovering, the agent does not
+// conflict with itself.
 func TestOwnAPIServerOutage(t *testing.T) {
 	g := NewWithT(t)
 	u, err := url.Parse(fleet.Hub.Config.Host)
@@ -61,4 +63,12 @@ func TestOwnAPIServerOutage(t *testing.T) {
 	}, recoveryBudget, poll).Should(Equal("v2"), "the change did not reach the mirror within %s of the API server's return", recoveryBudget)
 	t.Logf("the change reached the mirror %s after the API server was back", time.Since(back).Round(10*time.Millisecond))
 	g.Eventually(upGauge, timeout, poll).Should(Equal(1.0))
+	g.Eventually(status(src), timeout, poll).Should(Equal("1/1 namespaces synced"))
+
+	// Recovering, the agent did not conflict with itself on the source.
+	for _, r := range agent.requests.detailed() {
+		if r.Method == http.MethodPatch && r.Status == http.StatusConflict && strings.Contains(r.URL.Path, "/namespaces/"+ns[0]+"/secrets/") {
+			t.Errorf("409 on the agent's own write: PATCH %s", r.URL.Path)
+		}
+	}
 }
