@@ -179,7 +179,8 @@ func TestUnregisterAndChurnLeaveNothingBehind(t *testing.T) {
 		return n
 	}
 	baseline := settle()
-	for i := 0; i < 5; i++ {
+	// A hundred cycles: a leak of even one goroutine per cycle shows.
+	for range 100 {
 		g.Expect(fleettest.Unregister(ctx, hubC.Client, secretsNS, memB)).To(Succeed())
 		g.Eventually(status(hubC, onHub), timeout, poll).Should(Equal("remote: 1 clusters, 1/1 synced"))
 		g.Eventually(func() bool { return hubSeries("fleetmirror_hub_cluster_up", "member-b") }, timeout, poll).Should(BeFalse())
