@@ -19,6 +19,11 @@ func (e *ErrUnreachable) Error() string {
 	return fmt.Sprintf("cluster %s unreachable since %s: %s", e.Cluster, e.Since.UTC().Format(time.RFC3339), e.Reason)
 }
 
+// DownProbeInterval is how often a cluster that does not answer is probed
+// again: one readiness request every 2s costs it nothing, and the changes
+// pending for it land within seconds of its return.
+const DownProbeInterval = 2 * time.Second
+
 // health is what is known of whether a cluster answers. Its owner (the
 // hub's probe) marks it down and up; the pipeline's calls read it. While a
 // cluster is down its calls fail at once instead of waiting for their

@@ -147,11 +147,10 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	// a hung cluster would otherwise hold the pass one deadline per kind.
 	failed := map[*Cluster]bool{}
 	for gvk := range all {
-		used, unknown := true, false
+		needed, unknown := true, false
 		if k.opts.Lazy {
-			used, unknown = k.usage(ctx, cs, gvk, failed)
+			needed, unknown = k.usage(ctx, cs, gvk, failed)
 		}
-		needed := used
 		k.mu.Lock()
 		switch {
 		case needed:

@@ -363,7 +363,7 @@ func (r *Registry) startMember(parent context.Context, m *member) {
 // answers a readiness request within ProbeTimeout and its caches are
 // synced. A cluster that does not answer is marked down at once, which
 // makes every call to it fail fast and aborts those in flight, and is
-// probed again every downProbeInterval (at most ProbeInterval) until it
+// probed again every clusters.DownProbeInterval (at most ProbeInterval) until it
 // answers, so that its pending changes land seconds after it is back. A
 // cluster that comes back is announced, so its sources and the sources
 // targeting it are reconciled.
@@ -401,7 +401,7 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 		case !synced:
 			interval = min(interval, time.Second) // waiting for the first sync
 		case err != nil:
-			interval = min(interval, downProbeInterval)
+			interval = min(interval, clusters.DownProbeInterval)
 		}
 		select {
 		case <-ctx.Done():
@@ -417,11 +417,6 @@ func (r *Registry) probe(ctx context.Context, m *member) {
 // second is worth one readiness request, which API Priority and Fairness
 // serves at once even to a busy API server (probes are exempt).
 const slowCallAfter = time.Second
-
-// downProbeInterval is how often a cluster marked down is probed: one
-// readiness request every 2s costs it nothing, and its pending changes
-// land within seconds of its return.
-const downProbeInterval = 2 * time.Second
 
 func (r *Registry) ping(ctx context.Context, m *member) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)

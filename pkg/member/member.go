@@ -68,13 +68,11 @@ func Run(ctx context.Context, o Options) error {
 	return mgr.Start(ctx)
 }
 
-// Probes of the agent's own API server.
+// Probes of the agent's own API server; while it does not answer, every
+// clusters.DownProbeInterval.
 const (
 	ownProbeInterval = 10 * time.Second
 	ownProbeTimeout  = 3 * time.Second
-	// ownDownProbeInterval is how often it is probed while it does not
-	// answer, so that its return is noticed within seconds.
-	ownDownProbeInterval = 2 * time.Second
 )
 
 // watchOwnCluster probes the agent's own API server until ctx ends and
@@ -108,7 +106,7 @@ func watchOwnCluster(ctx context.Context, c *clusters.Cluster) {
 		wait := ownProbeInterval
 		if down {
 			up.Set(0)
-			wait = ownDownProbeInterval
+			wait = clusters.DownProbeInterval
 		} else {
 			up.Set(1)
 		}
