@@ -1,6 +1,3 @@
-// Package targets is the second stage of the mirroring pipeline: it turns a
-// parsed request and the namespaces of one cluster into the sorted list of
-// namespaces that receive a mirror. It is pure: no client.
 package targets
 
 import (
@@ -70,23 +67,35 @@ type Result struct {
 // Resolve picks the namespaces of one cluster that the patterns reach.
 // sourceNamespace is never a target (pass "" when the source lives in
 // another cluster). limit bounds the result; the first names in sort order
-// win, so the choice is the same on every reconcile.
+// win, so the choice is the same on every reconcile. Plan calls it for each
+// cluster it resolves in, and says why candidates were dropped.
 func Resolve(patterns []annotations.Pattern, sourceNamespace string, namespaces []Namespace, policy Policy, limit int) Result {
+	return resolveIn(&Cluster{Namespaces: namespaces}, patterns, sourceNamespace, policy, limit, nil)
+}
+
+// resolveIn is Resolve in cluster c, whose Excluded namespaces are refused
+// too. rec, when not nil, records a Decision for every candidate dropped.
+func resolveIn(c *Cluster, patterns []annotations.Pattern, sourceNamespace string, policy Policy, limit int, rec *recorder) Result {
 	var res Result
+	namespaces := c.Namespaces
 	byName := make(map[string]*Namespace, len(namespaces))
 	for i := range namespaces {
 		byName[namespaces[i].Name] = &namespaces[i]
 	}
+	allows := func(name string) bool { return policy.Allows(name) && !c.Excluded.Match(name) }
 	chosen := map[string]bool{}
 	for _, p := range patterns {
 		if p.Kind == annotations.Name {
 			ns, ok := byName[p.Raw]
 			switch {
 			case p.Raw == sourceNamespace:
-			case !policy.Allows(p.Raw) || ok && optedOut(ns):
+				rec.sourceNamespace(c.Name, p.Raw)
+			case !allows(p.Raw) || ok && optedOut(ns):
 				res.Refused = append(res.Refused, p.Raw)
+				rec.refused(c, policy, p.Raw)
 			case !ok || ns.Terminating:
 				res.Missing = append(res.Missing, p.Raw)
+				rec.missing(c.Name, p.Raw, ok)
 			default:
 				chosen[p.Raw] = true
 			}
@@ -94,7 +103,7 @@ func Resolve(patterns []annotations.Pattern, sourceNamespace string, namespaces 
 		}
 		for i := range namespaces {
 			ns := &namespaces[i]
-			if ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !policy.Allows(ns.Name) || !p.Match(ns.Name) {
+			if ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !allows(ns.Name) || !p.Match(ns.Name) {
 				continue
 			}
 			if p.Kind == annotations.AllLabeled && ns.Labels[annotations.LabelAllowMirrors] != "true" {
@@ -114,6 +123,12 @@ func Resolve(patterns []annotations.Pattern, sourceNamespace string, namespaces 
 	if limit > 0 && len(res.Namespaces) > limit {
 		res.Skipped = res.Namespaces[limit:]
 		res.Namespaces = res.Namespaces[:limit:limit]
+		for _, name := range res.Skipped {
+			rec.overLimit(c.Name, name, limit)
+		}
+	}
+	if rec.explaining() && len(patterns) > 0 {
+		rec.unchosen(c, patterns, sourceNamespace, policy, chosen)
 	}
 	return res
 }
