@@ -112,7 +112,7 @@ func (r *recorder) refused(c *Cluster, policy Policy, namespace string) {
 		r.add(c.Name, namespace, ExcludedNamespace, "%s", why)
 		return
 	}
-	r.add(c.Name, namespace, OptedOut, "%s opted out of mirrors with the label %s=false", r.where(c.Name, namespace), annotations.LabelAllowMirrors)
+	r.optOut(c.Name, namespace)
 }
 
 func (r *recorder) missing(cluster, namespace string, exists bool) {
@@ -157,16 +157,16 @@ func (r *recorder) unchosen(c *Cluster, patterns []annotations.Pattern, sourceNa
 		if chosen[ns.Name] || slices.ContainsFunc(patterns, func(p annotations.Pattern) bool { return p.Kind == annotations.Name && p.Raw == ns.Name }) {
 			continue
 		}
-		where := r.where(c.Name, ns.Name)
+		where, excluded := r.where(c.Name, ns.Name), r.exclusion(c, policy, ns.Name)
 		switch {
 		case ns.Name == sourceNamespace:
 			r.sourceNamespace(c.Name, ns.Name)
 		case !slices.ContainsFunc(patterns, func(p annotations.Pattern) bool { return p.Match(ns.Name) }):
 			r.add(c.Name, ns.Name, NotMatched, "%s matches no entry of %s", where, annotations.AnnotationTargetNamespaces)
-		case r.exclusion(c, policy, ns.Name) != "":
-			r.add(c.Name, ns.Name, ExcludedNamespace, "%s", r.exclusion(c, policy, ns.Name))
+		case excluded != "":
+			r.add(c.Name, ns.Name, ExcludedNamespace, "%s", excluded)
 		case optedOut(ns):
-			r.add(c.Name, ns.Name, OptedOut, "%s opted out of mirrors with the label %s=false", where, annotations.LabelAllowMirrors)
+			r.optOut(c.Name, ns.Name)
 		case ns.Terminating:
 			r.missing(c.Name, ns.Name, true)
 		default:
@@ -212,4 +212,8 @@ func (r *recorder) sorted() []Decision {
 	}
 	slices.SortStableFunc(r.decisions, byPlace)
 	return slices.CompactFunc(r.decisions, func(a, b Decision) bool { return byPlace(a, b) == 0 })
+}
+
+func (r *recorder) optOut(cluster, namespace string) {
+	r.add(cluster, namespace, OptedOut, "%s opted out of mirrors with the label %s=false", r.where(cluster, namespace), annotations.LabelAllowMirrors)
 }

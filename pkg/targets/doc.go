@@ -22,6 +22,6 @@
 //     reading its registrations. Scope is Remote with the hub's
 //     --allowed-source-clusters and --allowed-source-namespaces.
 //
-// Namespaces are only read for clusters whose State is Ready and whose kind
-// has synced, so a caller may leave them empty for the others.
+// In the Remote scope, Namespaces are only read for clusters whose State is
+// Ready and whose kind has synced; a caller may leave them empty for others.
 package targets

@@ -405,6 +405,30 @@ func TestPlanUnsortedFleet(t *testing.T) {
 	}
 }
 
+// TestPlanAllocationsWithoutExplain: the agents' hot path records no
+// Decision per namespace; only Explain does.
+func TestPlanAllocationsWithoutExplain(t *testing.T) {
+	req := annotations.Parse(nil, targetsOf("team-a, team-*, nope"))
+	allocs := func(namespaces int, explain bool) float64 {
+		c := Cluster{Name: "m"}
+		for i := range namespaces {
+			c.Namespaces = append(c.Namespaces, ns(fmt.Sprintf("ns-%d", i)))
+		}
+		c.Namespaces = append(c.Namespaces, ns("team-a"))
+		fleet := Fleet{Clusters: []Cluster{c}}
+		return testing.AllocsPerRun(20, func() {
+			Plan(req, Source{Cluster: "m", Namespace: "platform"}, fleet, Policy{}, Scope{Explain: explain})
+		})
+	}
+	small, large := allocs(10, false), allocs(2000, false)
+	if large > small+8 {
+		t.Errorf("without Explain, 2000 unmatched namespaces cost %v allocations, 10 cost %v", large, small)
+	}
+	if explained := allocs(2000, true); explained < large+2000 {
+		t.Errorf("with Explain, 2000 unmatched namespaces cost %v allocations, want a Decision each over %v", explained, large)
+	}
+}
+
 // render prints every field of an Outcome but Decisions, nil and empty
 // alike, for comparing outcomes.
 func render(o Outcome) string {

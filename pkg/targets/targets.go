@@ -67,8 +67,8 @@ type Result struct {
 // Resolve picks the namespaces of one cluster that the patterns reach.
 // sourceNamespace is never a target (pass "" when the source lives in
 // another cluster). limit bounds the result; the first names in sort order
-// win, so the choice is the same on every reconcile. Plan calls it for each
-// cluster it resolves in, and says why candidates were dropped.
+// win, so the choice is the same on every reconcile. Plan does the same in
+// each cluster it resolves in, and says why candidates were dropped.
 func Resolve(patterns []annotations.Pattern, sourceNamespace string, namespaces []Namespace, policy Policy, limit int) Result {
 	return resolveIn(&Cluster{Namespaces: namespaces}, patterns, sourceNamespace, policy, limit, nil)
 }

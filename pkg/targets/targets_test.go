@@ -18,14 +18,7 @@ func ns(name string, kv ...string) Namespace {
 }
 
 func TestResolve(t *testing.T) {
-	cluster := []Namespace{
-		ns("default"), ns("kube-system"), ns("platform"),
-		ns("team-a"), ns("team-b"), ns("team-cc"),
-		ns("app-1", annotations.LabelAllowMirrors, "true"),
-		ns("app-2", annotations.LabelAllowMirrors, "false"),
-		ns("app-3"),
-		{Name: "app-4", Terminating: true, Labels: map[string]string{annotations.LabelAllowMirrors: "true"}},
-	}
+	cluster := memberFleet().Clusters[0].Namespaces
 	policy := Policy{Excluded: glob.MustParseList(DefaultExcludedNamespaces...)}
 	tests := []struct {
 		name    string
