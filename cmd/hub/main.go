@@ -12,5 +12,5 @@ import (
 func main() {
 	var o hub.Options
 	agent.Main("fleetmirror-hub", "Mirrors annotated objects into namespaces of other clusters of the fleet.",
-		o.BindFlags, func(ctx context.Context) error { return hub.Run(ctx, o) })
+		&o, func(ctx context.Context) error { return hub.Run(ctx, o) })
 }

@@ -12,5 +12,5 @@ import (
 func main() {
 	var o member.Options
 	agent.Main("fleetmirror-member", "Mirrors annotated objects into other namespaces of this cluster.",
-		o.BindFlags, func(ctx context.Context) error { return member.Run(ctx, o) })
+		&o, func(ctx context.Context) error { return member.Run(ctx, o) })
 }

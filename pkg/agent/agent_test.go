@@ -46,11 +46,11 @@ func TestParseResourceTypes(t *testing.T) {
 func parse(args ...string) (Options, error) {
 	var o Options
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	finish := o.BindFlags(fs, "fleetmirror-member", "local")
+	o.AddFlags(fs, Binary{Name: "fleetmirror-member", Cluster: "local"})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	return o, finish()
+	return o, o.Complete()
 }
 
 func TestFlags(t *testing.T) {

@@ -11,20 +11,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
-// Main is the body of both binaries: it parses the flags bound by bind and
-// the logging flags, then runs run until SIGINT or SIGTERM. Bad flags exit
+// Main is the body of both binaries: it parses the flags of o and the
+// logging flags, then runs run until SIGINT or SIGTERM. Bad flags exit
 // with 2, a failed run with 1.
-func Main(binary, description string, bind func(*flag.FlagSet) func() error, run func(context.Context) error) {
+func Main(binary, description string, o Flags, run func(context.Context) error) {
 	fs := flag.NewFlagSet(binary, flag.ExitOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\n%s\n\nFlags:\n", binary, description)
 		fs.PrintDefaults()
 	}
-	finish := bind(fs)
+	o.AddFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: never returns an error
-	if err := finish(); err != nil {
+	if err := o.Complete(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,31 +11,27 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 )
 
-// Events turns watch events of clusters into work queue items. It is the
-// clusters.Handler of every cluster and the source of the controller: until
-// the controller starts (and after leader election is won), events are
+// eventSource turns what happens in the fleet into work queue items: it
+// is the fleet's Subscriber and the controller's source. Until the
+// controller starts (and after leader election is won), events are
 // dropped, because Start enqueues every known source once anyway.
-type Events struct {
-	// Reconciler receives the times changes were observed.
-	Reconciler *Reconciler
-	// Clusters lists the clusters whose sources this controller reconciles.
-	Clusters func() []*clusters.Cluster
-	// CrossCluster marks the hub: a namespace change in one cluster concerns
-	// the sources of every other cluster.
-	CrossCluster bool
-	// Required are the clusters whose caches must sync before work starts;
-	// clusters that join later announce themselves with Synced.
-	Required []*clusters.Cluster
+type eventSource struct {
+	reconciler *Reconciler
+	fleet      *fleet.Fleet
+	// crossCluster marks the hub: a namespace change in one cluster
+	// concerns the sources of every other cluster.
+	crossCluster bool
 
 	mu    sync.RWMutex
 	queue workqueue.TypedRateLimitingInterface[Key]
 }
 
-var _ clusters.Handler = (*Events)(nil)
+var _ fleet.Subscriber = (*eventSource)(nil)
 
-func (e *Events) add(k Key) {
+func (e *eventSource) add(k Key) {
 	e.mu.RLock()
 	q := e.queue
 	e.mu.RUnlock()
@@ -46,20 +41,20 @@ func (e *Events) add(k Key) {
 }
 
 // Source enqueues a changed source.
-func (e *Events) Source(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, _ bool) {
+func (e *eventSource) Source(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, _ bool) {
 	k := Key{Cluster: cluster, GVK: gvk, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	e.Reconciler.Observe(k)
+	e.reconciler.Observe(k)
 	e.add(k)
 }
 
 // Mirror enqueues the source of a mirror that was deleted or drifted from
 // what we wrote. Mirrors that hold what we stamped need no attention: their
 // source's own events cover every change we make.
-func (e *Events) Mirror(cluster string, gvk schema.GroupVersionKind, obj *clusters.Mirror, deleted bool) {
+func (e *eventSource) Mirror(cluster string, gvk schema.GroupVersionKind, obj *clusters.Mirror, deleted bool) {
 	if deleted {
-		e.Reconciler.Applier.Forget(cluster, gvk, obj)
+		e.reconciler.Applier.Forget(cluster, gvk, obj)
 	} else {
-		e.Reconciler.Applier.Seen(cluster, gvk, obj)
+		e.reconciler.Applier.Seen(cluster, gvk, obj)
 	}
 	if !deleted && obj.GetDeletionTimestamp() == nil &&
 		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] {
@@ -68,7 +63,7 @@ func (e *Events) Mirror(cluster string, gvk schema.GroupVersionKind, obj *cluste
 	e.enqueueSourceOf(gvk, obj)
 }
 
-func (e *Events) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror) {
+func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror) {
 	cluster, ns, name, ok := ParseSourceRef(obj.GetAnnotations()[annotations.AnnotationSource])
 	if ok {
 		e.add(Key{Cluster: cluster, GVK: gvk, Namespace: ns, Name: name})
@@ -77,9 +72,9 @@ func (e *Events) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirr
 
 // Namespace enqueues every source of the cluster when a namespace appears,
 // changes labels or goes away: any of them may target it.
-func (e *Events) Namespace(cluster string, _ *metav1.PartialObjectMetadata) {
-	for _, c := range e.Clusters() {
-		if (c.Name() == cluster) != e.CrossCluster {
+func (e *eventSource) Namespace(cluster string, _ *metav1.PartialObjectMetadata) {
+	for _, c := range e.fleet.Clusters() {
+		if (c.Name() == cluster) != e.crossCluster {
 			e.enqueueSources(c)
 		}
 	}
@@ -88,9 +83,9 @@ func (e *Events) Namespace(cluster string, _ *metav1.PartialObjectMetadata) {
 // KindSynced is called when the watches of a kind newly watched in c have
 // synced: its sources, the sources of its mirrors, and for the hub the
 // sources of that kind elsewhere (c is a new target) are looked at.
-func (e *Events) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
-	for _, other := range e.Clusters() {
-		if other == c || e.CrossCluster {
+func (e *eventSource) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
+	for _, other := range e.fleet.Clusters() {
+		if other == c || e.crossCluster {
 			for _, s := range other.Sources(gvk) {
 				e.add(Key{Cluster: other.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
 			}
@@ -101,18 +96,31 @@ func (e *Events) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
 	}
 }
 
-// FleetChanged enqueues every source of every cluster: a target cluster
-// left or became unreachable, and their status must say so.
-func (e *Events) FleetChanged() {
-	for _, c := range e.Clusters() {
+// Down enqueues every source of every cluster: a target cluster became
+// unreachable, and their status must say so.
+func (e *eventSource) Down(*clusters.Cluster) { e.enqueueAll() }
+
+// Left forgets what was written to the cluster named name and enqueues
+// every source: the cluster left or was replaced, and their status must
+// say so. The mirrors of the sources of a cluster that left are looked at.
+func (e *eventSource) Left(name string, gone bool) {
+	e.reconciler.Applier.ForgetCluster(name)
+	if gone {
+		e.clusterGone(name)
+	}
+	e.enqueueAll()
+}
+
+func (e *eventSource) enqueueAll() {
+	for _, c := range e.fleet.Clusters() {
 		e.enqueueSources(c)
 	}
 }
 
-// ClusterGone enqueues the sources of every mirror that refers to a source
+// clusterGone enqueues the sources of every mirror that refers to a source
 // in the cluster named name, which left the fleet.
-func (e *Events) ClusterGone(name string) {
-	for _, c := range e.Clusters() {
+func (e *eventSource) clusterGone(name string) {
+	for _, c := range e.fleet.Clusters() {
 		for _, gvk := range c.Watched() {
 			for _, m := range c.AllMirrors(gvk) {
 				if cl, _, _, ok := ParseSourceRef(m.GetAnnotations()[annotations.AnnotationSource]); ok && cl == name {
@@ -123,7 +131,7 @@ func (e *Events) ClusterGone(name string) {
 	}
 }
 
-func (e *Events) enqueueSources(c *clusters.Cluster) {
+func (e *eventSource) enqueueSources(c *clusters.Cluster) {
 	for _, gvk := range c.Watched() {
 		for _, s := range c.Sources(gvk) {
 			e.add(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
@@ -131,32 +139,30 @@ func (e *Events) enqueueSources(c *clusters.Cluster) {
 	}
 }
 
-// Start is the controller source. Once the required caches have synced it
-// records the queue and enqueues every source and the source of every
-// mirror, which sweeps mirrors orphaned while the agent was down. It
-// returns at once.
-func (e *Events) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
+// Start is the controller source. Once the fleet is known and the local
+// caches have synced it records the queue and enqueues every source and
+// the source of every mirror, which sweeps mirrors orphaned while the
+// agent was down. It returns at once.
+func (e *eventSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
 	go func() {
-		if e.WaitForSync(ctx) != nil {
+		if e.fleet.WaitForLocal(ctx) != nil {
 			return
 		}
 		e.mu.Lock()
 		e.queue = q
 		e.mu.Unlock()
-		for _, c := range e.Clusters() {
-			if c.HasSynced() {
-				e.sweep(c)
-			}
+		for _, c := range e.fleet.Clusters() {
+			e.sweep(c)
 		}
 	}()
 	return nil
 }
 
-// Synced is called when a cluster that joined after Start has its caches:
-// its sources, the sources of its mirrors, and every other source (the
-// cluster may be a new target) are looked at.
-func (e *Events) Synced(c *clusters.Cluster) {
-	for _, other := range e.Clusters() {
+// Up is called when a cluster has its caches and answers, at first or
+// again: its sources, the sources of its mirrors, and every other source
+// (the cluster may be a new target) are looked at.
+func (e *eventSource) Up(c *clusters.Cluster) {
+	for _, other := range e.fleet.Clusters() {
 		if other != c {
 			e.enqueueSources(other)
 		}
@@ -164,24 +170,22 @@ func (e *Events) Synced(c *clusters.Cluster) {
 	e.sweep(c)
 }
 
-func (e *Events) sweep(c *clusters.Cluster) {
-	e.enqueueSources(c)
+// sweep enqueues the sources of c and the sources of its mirrors, of every
+// kind whose caches have synced there; a kind still syncing is looked at
+// when it has (KindSynced).
+func (e *eventSource) sweep(c *clusters.Cluster) {
 	for _, gvk := range c.Watched() {
+		if synced, _ := c.KindSynced(gvk); !synced {
+			continue
+		}
+		for _, s := range c.Sources(gvk) {
+			e.add(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
+		}
 		for _, m := range c.AllMirrors(gvk) {
 			e.enqueueSourceOf(gvk, m)
 		}
 	}
 }
 
-// WaitForSync blocks until every required cluster's caches have synced.
-func (e *Events) WaitForSync(ctx context.Context) error {
-	for _, c := range e.Required {
-		if !c.WaitForSync(ctx) {
-			return fmt.Errorf("cluster %s: caches did not sync: %w", c.Name(), ctx.Err())
-		}
-	}
-	return nil
-}
-
 // String names the source in logs.
-func (e *Events) String() string { return "fleetmirror cluster watches" }
+func (e *eventSource) String() string { return "fleetmirror cluster watches" }

@@ -27,35 +27,20 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 	"github.com/fleetmirror/fleetmirror/pkg/transform"
 )
 
 // Reconciler keeps the mirrors of sources where their annotations say.
+// Add builds it from Options.
 type Reconciler struct {
-	Scope   Scope
+	opts  Options
+	fleet *fleet.Fleet
+	// Applier writes and deletes mirrors, and remembers what it wrote.
 	Applier *apply.Applier
-	// Build says how mirrors are built; SourceCluster is set per source.
-	Build desired.Options
-	// Finalizer is held on sources that have mirrors, for prompt cleanup.
-	Finalizer string
-	// WriteStatus enables AnnotationStatus on sources.
-	WriteStatus bool
-	// Remote marks the hub: its part of AnnotationStatus is the remote one.
-	Remote bool
-	// VerifySourceFreshness reads a source from the API server before
-	// writing mirrors from it.
-	VerifySourceFreshness bool
-	// Parallelism bounds concurrent writes for one source.
-	Parallelism int
-	// CallTimeout bounds every write to a target cluster.
-	CallTimeout time.Duration
-	// CleanupTimeout bounds how long a deleted source is held while
-	// target clusters are unreachable; zero waits forever.
-	CleanupTimeout time.Duration
-	// DeleteOrphansOfUnregistered deletes the mirrors of sources whose
-	// cluster left the fleet; otherwise they are kept and logged.
-	DeleteOrphansOfUnregistered bool
+	// build says how mirrors are built; SourceCluster is set per source.
+	build desired.Options
 
 	// Breaker spaces out the retries of a source that keeps failing.
 	Breaker breaker
@@ -102,12 +87,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	return r.Breaker.record(key, res, err)
 }
 
-// SetBreaker configures the per-source circuit breaker: after threshold
-// failures in a row (0 disables it) retries wait base, doubling up to max.
-func (r *Reconciler) SetBreaker(threshold int, base, max time.Duration) {
-	r.Breaker = breaker{Threshold: threshold, Base: base, Max: max}
-}
-
 func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name)
 	ctx = ctrl.LoggerInto(ctx, log)
@@ -115,9 +94,15 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 
 	// 1. A source of an unknown cluster, or gone from the cache, has no
 	// mirrors, once we are sure it is really gone and not only late.
-	c := r.Scope.Cluster(key.Cluster)
+	c := r.fleet.Cluster(key.Cluster)
 	if c == nil {
 		return r.sourceClusterGone(ctx, key, ref)
+	}
+	if synced, watched := c.KindSynced(key.GVK); watched && !synced {
+		// The kind's caches are filling: a mirror not listed yet would
+		// look missing. Once they have synced, every source of the kind
+		// is enqueued (eventSource.KindSynced).
+		return reconcile.Result{}, nil
 	}
 	src, ok := c.Source(key.GVK, key.Namespace, key.Name)
 	if !ok {
@@ -140,7 +125,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	}
 	var plan Plan
 	if req.Active() {
-		plan = r.Scope.Plan(c, src, req)
+		plan = r.plan(c, src, req)
 	}
 	if src.GetDeletionTimestamp() != nil || !plan.Relevant || plan.Ignored != "" {
 		if plan.Ignored != "" {
@@ -151,7 +136,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 
 	// 3. Fetch the source from the API server when asked to: the cache may
 	// lag behind another writer of the source.
-	if r.VerifySourceFreshness {
+	if r.opts.VerifySourceFreshness {
 		fresh, err := r.getSource(ctx, c, key)
 		if err != nil || fresh == nil {
 			return reconcile.Result{RequeueAfter: retryStale}, err
@@ -175,7 +160,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	// our writes to the source, so that the status write below starts
 	// from the finalizer write and does not conflict with it.
 	var meta metav1.Object = src
-	if !slices.Contains(src.GetFinalizers(), r.Finalizer) {
+	if !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
 		if meta, err = r.patchSource(ctx, c, key, src, true, nil); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
 		}
@@ -184,7 +169,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
-	sum, stale := r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, r.VerifySourceFreshness)
+	sum, stale := r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, r.opts.VerifySourceFreshness)
 	if len(stale) > 0 {
 		// Some mirror claims newer content than our cached source. Ask the
 		// API server: if the cache is current, the claim is wrong.
@@ -207,7 +192,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 // sourceClusterGone handles a source whose cluster left the fleet (only
 // the hub sees this). Its mirrors are deleted or kept, as the operator chose.
 func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string) (reconcile.Result, error) {
-	if !r.DeleteOrphansOfUnregistered {
+	if !r.opts.DeleteOrphansOfUnregistered {
 		ctrl.LoggerFrom(ctx).Info("Keeping mirrors of a source whose cluster is not registered", "source", ref)
 		return reconcile.Result{}, nil
 	}
@@ -238,7 +223,7 @@ func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key 
 		}
 		r.warnIf(c, src, ReasonSourceRefused, true, "%s", msg)
 	}
-	if !slices.Contains(src.GetFinalizers(), r.Finalizer) {
+	if !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
 		return reconcile.Result{}, nil
 	}
 	return r.removeAll(ctx, c, key, src, ref)
@@ -262,14 +247,14 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 	if err := sum.err(); err != nil {
 		return reconcile.Result{}, err
 	}
-	if live != nil && slices.Contains(live.GetFinalizers(), r.Finalizer) {
-		fins := withoutFinalizer(live.GetFinalizers(), r.Finalizer)
+	if live != nil && slices.Contains(live.GetFinalizers(), r.opts.Identity.Finalizer) {
+		fins := withoutFinalizer(live.GetFinalizers(), r.opts.Identity.Finalizer)
 		if _, err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
 		}
 	}
 	if live != nil && sum.deleted > 0 {
-		r.Scope.Recorder(c).Eventf(live, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
+		r.recorder(c).Eventf(live, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
 	}
 	if live == nil {
 		r.forget(key)
@@ -287,11 +272,11 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 		return reconcile.Result{}, err
 	}
 	if sum.deleted > 0 {
-		r.Scope.Recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
+		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
 	}
-	_, unreachable := r.Scope.MirrorClusters(key.Cluster)
+	_, unreachable := r.mirrorClusters(key.Cluster)
 	if del := src.GetDeletionTimestamp(); del != nil && len(unreachable) > 0 {
-		if wait := r.CleanupTimeout - time.Since(del.Time); r.CleanupTimeout == 0 || wait > 0 {
+		if wait := r.opts.CleanupTimeout - time.Since(del.Time); r.opts.CleanupTimeout == 0 || wait > 0 {
 			r.warnIf(c, src, ReasonClusterUnreachable, true, "Waiting to remove mirrors in unreachable clusters: %s", joinLimited(unreachable))
 			return reconcile.Result{RequeueAfter: min(max(wait, time.Second), retryUnreachable)}, nil
 		}
@@ -309,9 +294,9 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 // written and not counted; they are returned for the caller to decide.
 func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *desired.Transform, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
 	results := make([]result, len(tgts))
-	opts := r.Build
+	opts := r.build
 	opts.SourceCluster = key.Cluster
-	workqueue.ParallelizeUntil(ctx, max(r.Parallelism, 1), len(tgts), func(i int) {
+	workqueue.ParallelizeUntil(ctx, max(r.opts.Parallelism, 1), len(tgts), func(i int) {
 		t := tgts[i]
 		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, tr)
 		results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, ruleErrs: ruleErrs}
@@ -343,7 +328,7 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 // callContext bounds one call to cluster c: CallTimeout, and no longer
 // than c is reachable.
 func (r *Reconciler) callContext(ctx context.Context, c *clusters.Cluster) (context.Context, context.CancelFunc) {
-	return c.CallContext(ctx, r.CallTimeout)
+	return c.CallContext(ctx, r.opts.CallTimeout)
 }
 
 // deleteUntargeted deletes our mirrors of ref except those in keep. It
@@ -354,7 +339,7 @@ func (r *Reconciler) callContext(ctx context.Context, c *clusters.Cluster) (cont
 func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, keep []Target, covered []*clusters.Cluster) summary {
 	var sum summary
 	if covered == nil {
-		covered, _ = r.Scope.MirrorClusters(key.Cluster)
+		covered, _ = r.mirrorClusters(key.Cluster)
 	}
 	for _, mc := range covered {
 		if synced, _ := mc.KindSynced(key.GVK); !synced {
@@ -378,12 +363,12 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 // meta is the source's metadata as this reconcile last wrote it (src's
 // when it wrote nothing).
 func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary) (reconcile.Result, error) {
-	line := statusLine(plan, sum, r.Remote)
+	line := statusLine(plan, sum, r.opts.Scope == ScopeRemote)
 	if len(sum.errors) > 0 && r.Breaker.open(key) {
 		line += "; retries backing off"
 	}
 	if changed := sum.created + sum.updated + sum.replaced + sum.deleted; changed > 0 {
-		r.Scope.Recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsSynced,
+		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsSynced,
 			"Created %d, updated %d, replaced %d, deleted %d mirrors; %s", sum.created, sum.updated, sum.replaced, sum.deleted, line)
 	}
 	r.warnIf(c, src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
@@ -392,7 +377,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Add(float64(len(sum.transformErrs)))
 	}
 	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Not written until the clusters are back: %s", joinLimited(plan.unreachable()))
-	if r.WriteStatus && plan.Pending == 0 {
+	if r.opts.WriteStatus && plan.Pending == 0 {
 		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
 			return reconcile.Result{}, ignoreNotFound(err)
 		}
@@ -439,7 +424,7 @@ func (r *Reconciler) warnIf(c *clusters.Cluster, src *unstructured.Unstructured,
 		return false
 	}
 	last.Store(reason, msg)
-	r.Scope.Recorder(c).Eventf(src, corev1.EventTypeWarning, reason, "%s", msg)
+	r.recorder(c).Eventf(src, corev1.EventTypeWarning, reason, "%s", msg)
 	return true
 }
 
@@ -517,15 +502,15 @@ func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key K
 // finalizers and the new status annotation, each nil when unchanged.
 func (r *Reconciler) sourceChange(cur metav1.Object, hold bool, part *string) (finalizers []string, status *string) {
 	fins := cur.GetFinalizers()
-	switch has := slices.Contains(fins, r.Finalizer); {
+	switch has := slices.Contains(fins, r.opts.Identity.Finalizer); {
 	case hold && !has:
-		finalizers = append(slices.Clone(fins), r.Finalizer)
+		finalizers = append(slices.Clone(fins), r.opts.Identity.Finalizer)
 	case !hold && has:
-		finalizers = withoutFinalizer(fins, r.Finalizer)
+		finalizers = withoutFinalizer(fins, r.opts.Identity.Finalizer)
 	}
 	if part != nil {
 		current := cur.GetAnnotations()[annotations.AnnotationStatus]
-		if merged := mergeStatus(current, *part, r.Remote); merged != current {
+		if merged := mergeStatus(current, *part, r.opts.Scope == ScopeRemote); merged != current {
 			status = &merged
 		}
 	}

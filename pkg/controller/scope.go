@@ -1,31 +1,18 @@
 package controller
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
-
-// Scope is what differs between the member agent and the hub: which
-// clusters hold sources, where a source's mirrors go, and where mirrors of
-// it may already exist. Everything else in a reconcile is shared.
-type Scope interface {
-	// Cluster returns the cluster named name, or nil if it is not known.
-	Cluster(name string) *clusters.Cluster
-	// Recorder returns the event recorder for objects of cluster c.
-	Recorder(c *clusters.Cluster) Recorder
-	// Plan resolves the targets of a source in cluster c.
-	Plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) Plan
-	// MirrorClusters lists the clusters where mirrors of sources of the
-	// cluster named source may exist: those that can be reached now, and
-	// the names of those that cannot.
-	MirrorClusters(source string) (reachable []*clusters.Cluster, unreachable []string)
-}
 
 // Recorder records Events about objects; client-go's record.EventRecorder
 // is one. The core/v1 recorder is used on purpose: it tells events apart by
@@ -68,40 +55,108 @@ type Plan struct {
 	Covered []*clusters.Cluster
 }
 
-// LocalScope is the member agent's scope: one cluster, sources and
-// targets in it.
-type LocalScope struct {
-	Local  *clusters.Cluster
-	Events Recorder
-	Policy targets.Policy
-}
-
-// Cluster returns the local cluster when name is its name.
-func (s *LocalScope) Cluster(name string) *clusters.Cluster {
-	if name == s.Local.Name() {
-		return s.Local
+// plan resolves the targets of a source in cluster c for the writer's
+// scope: targets.Plan over a snapshot of the fleet, its names mapped back
+// to the clusters.
+func (r *Reconciler) plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) Plan {
+	remote := r.opts.Scope == ScopeRemote
+	var snap targets.Fleet
+	if remote {
+		snap = r.remoteSnapshot(src.GroupVersionKind(), req)
+	} else {
+		snap.Clusters = []targets.Cluster{{Name: c.Name(), State: targets.Ready, KindSynced: true, Namespaces: Namespaces(c)}}
 	}
-	return nil
-}
-
-// Recorder returns the one recorder.
-func (s *LocalScope) Recorder(*clusters.Cluster) Recorder { return s.Events }
-
-// Plan resolves the unqualified entries in the source's own cluster.
-func (s *LocalScope) Plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) Plan {
-	res := targets.Resolve(req.Local, src.GetNamespace(), Namespaces(c), s.Policy, s.Policy.Limit(req.MaxTargets))
-	p := Plan{Relevant: len(req.Local) > 0, Skipped: res.Skipped, Refused: res.Refused, Missing: res.Missing,
-		Covered: []*clusters.Cluster{c}}
-	for _, ns := range res.Namespaces {
-		p.Targets = append(p.Targets, Target{Cluster: c, Namespace: ns})
+	out := targets.Plan(req, targets.Source{Cluster: c.Name(), Namespace: src.GetNamespace()}, snap, r.opts.Policy, targets.Scope{
+		Remote: remote, AllowedSourceClusters: r.opts.AllowedSourceClusters, AllowedSourceNamespaces: r.opts.AllowedSourceNamespaces,
+	})
+	p := Plan{Relevant: out.Relevant, Skipped: out.Skipped, Refused: out.Refused, Missing: out.Missing,
+		Unreachable: out.Unreachable, UnreachableSince: out.UnreachableSince, Ignored: out.Ignored,
+		Clusters: out.Clusters, Pending: out.Pending}
+	for _, t := range out.Targets {
+		if tc := r.cluster(c, t.Cluster); tc != nil {
+			p.Targets = append(p.Targets, Target{Cluster: tc, Namespace: t.Namespace})
+		}
+	}
+	for _, name := range out.Covered {
+		if cc := r.cluster(c, name); cc != nil {
+			p.Covered = append(p.Covered, cc)
+		}
 	}
 	return p
 }
 
-// MirrorClusters is the local cluster.
-func (s *LocalScope) MirrorClusters(string) ([]*clusters.Cluster, []string) {
-	return []*clusters.Cluster{s.Local}, nil
+// cluster returns the cluster named name: c, or another of the fleet.
+func (r *Reconciler) cluster(c *clusters.Cluster, name string) *clusters.Cluster {
+	if c.Name() == name {
+		return c
+	}
+	return r.fleet.Cluster(name)
 }
+
+// remoteSnapshot is the fleet as the hub's target resolution sees it. The
+// namespaces of a cluster are listed only where the plan reads them: the
+// cluster is ready, its kind's caches have synced and some entry of req
+// names it.
+func (r *Reconciler) remoteSnapshot(gvk schema.GroupVersionKind, req annotations.Request) targets.Fleet {
+	snap := targets.Fleet{Loading: !r.fleet.Known()}
+	for _, m := range r.fleet.Members() {
+		tc := targets.Cluster{Name: m.Cluster.Name(), Labels: m.Labels, Excluded: m.ExcludedNamespaces, ExcludedBecause: m.ExcludedBecause}
+		tc.KindSynced, _ = m.Cluster.KindSynced(gvk)
+		switch {
+		case m.Up:
+			tc.State = targets.Ready
+		case m.Connecting:
+			tc.State = targets.Pending
+		default:
+			tc.State = targets.Unreachable
+			if down := m.Cluster.Unreachable(); down != nil {
+				tc.UnreachableSince = down.Since
+			}
+		}
+		if tc.State == targets.Ready && tc.KindSynced && slices.ContainsFunc(req.Remote, func(t annotations.RemoteTarget) bool { return t.Cluster.Match(tc.Name) }) {
+			tc.Namespaces = Namespaces(m.Cluster)
+		}
+		snap.Clusters = append(snap.Clusters, tc)
+	}
+	slices.SortFunc(snap.Clusters, func(a, b targets.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	return snap
+}
+
+// mirrorClusters lists the clusters where mirrors of sources of the
+// cluster named source may exist: those that can be reached now, and the
+// names of those that cannot. For ScopeLocal that is the source's own
+// cluster; for ScopeRemote every other one.
+func (r *Reconciler) mirrorClusters(source string) (reachable []*clusters.Cluster, unreachable []string) {
+	if r.opts.Scope == ScopeLocal {
+		if c := r.fleet.Cluster(source); c != nil {
+			reachable = append(reachable, c)
+		}
+		return reachable, nil
+	}
+	for _, m := range r.fleet.Members() {
+		switch name := m.Cluster.Name(); {
+		case name == source:
+		case m.Up:
+			reachable = append(reachable, m.Cluster)
+		default:
+			unreachable = append(unreachable, name)
+		}
+	}
+	return reachable, unreachable
+}
+
+// recorder returns the Event recorder for objects of c; one that drops
+// the Events when c has none.
+func (r *Reconciler) recorder(c *clusters.Cluster) Recorder {
+	if rec := r.fleet.Recorder(c); rec != nil {
+		return rec
+	}
+	return discard{}
+}
+
+type discard struct{}
+
+func (discard) Eventf(runtime.Object, string, string, string, ...any) {}
 
 // Namespaces lists the cached namespaces of c for target resolution.
 func Namespaces(c *clusters.Cluster) []targets.Namespace {

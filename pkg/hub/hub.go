@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
-	fmcontroller "github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/fleet"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
+	"github.com/fleetmirror/fleetmirror/pkg/providers"
 )
 
 // FieldManager names the hub's writes in managedFields.
@@ -17,51 +20,46 @@ const FieldManager = "fleetmirror-hub"
 // Finalizer is held by the hub on sources that have remote mirrors.
 const Finalizer = annotations.Prefix + "hub-cleanup"
 
+// Identity marks the hub's mirrors and writes.
+var Identity = controller.Identity{ManagedBy: annotations.ManagedByHub, FieldManager: FieldManager, Finalizer: Finalizer}
+
 // Run runs the hub until ctx ends.
 func Run(ctx context.Context, o Options) error {
-	cfg, err := o.Config()
+	return agent.Run(ctx, o.Options, agent.Writer{
+		Name:                        "hub",
+		Identity:                    Identity,
+		Scope:                       controller.ScopeRemote,
+		Provider:                    o.provider,
+		ProbeInterval:               o.ProbeInterval,
+		ProbeTimeout:                o.ProbeTimeout,
+		Metrics:                     fleet.Metrics{Up: clusterUp, ProbeFailures: probeFailures, Size: registeredClusters},
+		AllowedSourceClusters:       o.AllowedSourceClusters,
+		AllowedSourceNamespaces:     o.AllowedSourceNamespaces,
+		CleanupTimeout:              o.RemoteCleanupTimeout,
+		DeleteOrphansOfUnregistered: o.DeleteMirrorsOfUnregistered,
+	})
+}
+
+// provider is the hub's fleet: its own cluster, whose registration
+// namespace is never a target, and the registered clusters.
+func (o *Options) provider(own *rest.Config) (fleet.Provider, error) {
+	recorder, _, err := fleet.NewRecorder(own, nil, FieldManager)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	mgr, err := o.NewManager(cfg)
-	if err != nil {
-		return err
+	local := providers.Local{Spec: fleet.Spec{Name: o.ClusterName, Config: own, Recorder: recorder,
+		// The registration Secrets are read there: a mirror in that
+		// namespace could register a cluster of a tenant's choosing.
+		ExcludedNamespaces: glob.List{o.secretsNamespace}, ExcludedBecause: "it holds the hub's cluster registration Secrets"}}
+	var registered fleet.Provider
+	switch o.ClusterProvider {
+	case ProviderKubeconfigSecrets:
+		registered = &providers.KubeconfigSecrets{Config: own, Namespace: o.ClusterSecretsNamespace, Reserved: o.ClusterName,
+			AllowPlugins: o.AllowKubeconfigPlugins, Recorder: recorder}
+	case ProviderKubeconfigDir:
+		registered = &providers.KubeconfigDir{Dir: o.KubeconfigDir, Reserved: o.ClusterName, AllowPlugins: o.AllowKubeconfigPlugins}
+	default:
+		return nil, fmt.Errorf("unknown cluster provider %q", o.ClusterProvider)
 	}
-	scope := &fleetScope{policy: o.Targets(), opts: &o}
-	r := o.NewReconciler(scope, FieldManager, annotations.ManagedByHub, Finalizer)
-	r.Remote = true
-	r.CleanupTimeout = o.RemoteCleanupTimeout
-	r.DeleteOrphansOfUnregistered = o.DeleteMirrorsOfUnregistered
-	events := &fmcontroller.Events{Reconciler: r, CrossCluster: true}
-	recorder, stopRecorder, err := agent.NewRecorder(cfg, nil, FieldManager)
-	if err != nil {
-		return err
-	}
-	defer stopRecorder()
-	registry, err := newRegistry(cfg, o, events, recorder)
-	if err != nil {
-		return err
-	}
-	scope.registry = registry
-	events.Clusters = registry.Clusters
-	// events.Required stays empty: members join when they are up, and the
-	// Registry announces them.
-	if err := mgr.Add(registry); err != nil {
-		return err
-	}
-	kinds := o.Kinds(annotations.ManagedByHub, events.KindSynced)
-	registry.onStarted = kinds.Trigger
-	registry.onStopped = r.Applier.ForgetCluster
-	if err := mgr.Add(agent.Runnable(func(ctx context.Context) error {
-		go kinds.Run(ctx, registry.Started)
-		agent.ReportMirrors(ctx, registry.Clusters)
-		return nil
-	})); err != nil {
-		return err
-	}
-	if err := o.AddController(mgr, "hub", r, events, registry.Local().HasSynced); err != nil {
-		return err
-	}
-	ctrl.LoggerFrom(ctx).Info("Starting hub", "cluster", o.ClusterName, "secretsNamespace", o.ClusterSecretsNamespace, "kinds", fmt.Sprint(o.ResourceTypes))
-	return mgr.Start(ctx)
+	return fleet.Providers(local, registered), nil
 }

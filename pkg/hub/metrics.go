@@ -5,6 +5,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
+// The hub's per-cluster series, kept by its fleet (fleet.Metrics). The
+// registration errors are counted by the providers.
 var (
 	clusterUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fleetmirror_hub_cluster_up",
@@ -14,10 +16,6 @@ var (
 		Name: "fleetmirror_hub_cluster_probe_failures_total",
 		Help: "Failed health probes of registered clusters.",
 	}, []string{"cluster"})
-	registrationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fleetmirror_hub_registration_errors_total",
-		Help: "Kubeconfig Secrets refused, by reason (invalid, duplicate, plugin, mirror).",
-	}, []string{"reason"})
 	registeredClusters = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fleetmirror_hub_registered_clusters",
 		Help: "Clusters registered with the hub, its own included.",
@@ -25,10 +23,5 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(clusterUp, probeFailures, registrationErrors, registeredClusters)
-}
-
-func forgetClusterSeries(name string) {
-	clusterUp.DeleteLabelValues(name)
-	probeFailures.DeleteLabelValues(name)
+	ctrlmetrics.Registry.MustRegister(clusterUp, probeFailures, registeredClusters)
 }

@@ -12,11 +12,30 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
 
-// Options are the hub's settings; each is a flag.
+// Cluster providers of the hub (--cluster-provider).
+const (
+	ProviderKubeconfigSecrets = "kubeconfig-secrets"
+	ProviderKubeconfigDir     = "kubeconfig-dir"
+)
+
+// Options are the hub's settings: the shared ones and the hub's own, all
+// flags.
 type Options struct {
 	agent.Options
-	// ClusterSecretsNamespace holds the kubeconfig Secrets (default: --namespace).
+	Hub
+}
+
+// Hub are the options only the hub has.
+type Hub struct {
+	// ClusterProvider is where registered clusters come from:
+	// ProviderKubeconfigSecrets or ProviderKubeconfigDir.
+	ClusterProvider string
+	// ClusterSecretsNamespace holds the kubeconfig Secrets (default:
+	// --namespace). It is never a target in the hub's own cluster.
 	ClusterSecretsNamespace string
+	// KubeconfigDir holds one kubeconfig file per cluster, for
+	// ProviderKubeconfigDir.
+	KubeconfigDir string
 	// AllowKubeconfigPlugins lets kubeconfigs run exec/auth-provider plugins.
 	AllowKubeconfigPlugins bool
 	// AllowedSourceClusters and AllowedSourceNamespaces (globs) limit the
@@ -33,64 +52,72 @@ type Options struct {
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
 
-	// secretsNamespace is ClusterSecretsNamespace as a pattern: it is
-	// never a target in the hub's own cluster.
+	// secretsNamespace is ClusterSecretsNamespace as a pattern.
 	secretsNamespace glob.Glob
+	// The flag values Complete parses.
+	raw struct{ clusters, namespaces, orphans string }
 }
 
-// BindFlags registers every option on fs and returns a function that
-// finishes parsing once fs.Parse has run.
-func (o *Options) BindFlags(fs *flag.FlagSet) func() error {
-	finish := o.Options.BindFlags(fs, "fleetmirror-hub", "hub")
-	var clustersFlag, namespacesFlag, orphans string
+// AddFlags registers every option on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	o.Options.AddFlags(fs, agent.Binary{Name: "fleetmirror-hub", Cluster: "hub"})
+	fs.StringVar(&o.ClusterProvider, "cluster-provider", ProviderKubeconfigSecrets, "Where registered clusters come from: kubeconfig-secrets (Secrets in --cluster-secrets-namespace, Cluster API's <cluster>-kubeconfig or labelled fleetmirror.io/cluster-name) or kubeconfig-dir (one kubeconfig file per cluster in --kubeconfig-dir, named after the cluster).")
 	fs.StringVar(&o.ClusterSecretsNamespace, "cluster-secrets-namespace", "", "Namespace of the kubeconfig Secrets that register clusters (default: --namespace).")
+	fs.StringVar(&o.KubeconfigDir, "kubeconfig-dir", "", "Directory of kubeconfig files, one per cluster, with --cluster-provider=kubeconfig-dir; read again every 2s.")
 	fs.BoolVar(&o.AllowKubeconfigPlugins, "allow-kubeconfig-plugins", false, "Accept kubeconfigs with exec or auth-provider plugins. DANGEROUS: whoever writes a registration Secret runs programs on the hub.")
-	fs.StringVar(&clustersFlag, "allowed-source-clusters", "", "Comma-separated cluster globs whose sources may target other clusters; empty allows all.")
-	fs.StringVar(&namespacesFlag, "allowed-source-namespaces", "", "Comma-separated namespace globs whose sources may target other clusters; empty allows all.")
+	fs.StringVar(&o.Hub.raw.clusters, "allowed-source-clusters", "", "Comma-separated cluster globs whose sources may target other clusters; empty allows all.")
+	fs.StringVar(&o.Hub.raw.namespaces, "allowed-source-namespaces", "", "Comma-separated namespace globs whose sources may target other clusters; empty allows all.")
 	fs.DurationVar(&o.RemoteCleanupTimeout, "remote-cleanup-timeout", 5*time.Minute, "How long a deleted source is held while clusters with its mirrors are unreachable; the orphan sweep removes those mirrors when they return.")
-	fs.StringVar(&orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
+	fs.StringVar(&o.Hub.raw.orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
 	fs.DurationVar(&o.ProbeInterval, "cluster-probe-interval", 10*time.Second, "How often each registered cluster is probed.")
 	fs.DurationVar(&o.ProbeTimeout, "cluster-probe-timeout", 3*time.Second, "Deadline of one cluster probe. A cluster that misses it is marked unreachable: calls to it fail at once until a probe succeeds. A call to a cluster still running after 1s (or this, if shorter) has the cluster probed at once.")
-	return func() error {
-		if err := finish(); err != nil {
-			return err
-		}
-		if o.ClusterSecretsNamespace == "" {
-			o.ClusterSecretsNamespace = o.Namespace
-		}
-		var err error
-		if o.AllowedSourceClusters, err = agent.ParseNamespaceGlobs("allowed-source-clusters", clustersFlag); err != nil {
-			return err
-		}
-		if o.AllowedSourceNamespaces, err = agent.ParseNamespaceGlobs("allowed-source-namespaces", namespacesFlag); err != nil {
-			return err
-		}
-		if errs := validation.IsDNS1123Label(o.ClusterSecretsNamespace); len(errs) > 0 {
-			return fmt.Errorf("--cluster-secrets-namespace: %q is not a namespace name: %s", o.ClusterSecretsNamespace, strings.Join(errs, "; "))
-		}
-		o.secretsNamespace = glob.MustParse(o.ClusterSecretsNamespace) // a name is a valid pattern
-		switch orphans {
-		case "keep":
-		case "delete":
-			o.DeleteMirrorsOfUnregistered = true
-		default:
-			return fmt.Errorf("--unregistered-source-mirrors must be keep or delete, not %q", orphans)
-		}
-		if o.ProbeInterval <= 0 || o.ProbeTimeout <= 0 {
-			return fmt.Errorf("--cluster-probe-interval and --cluster-probe-timeout must be positive")
-		}
-		return nil
+}
+
+// Complete parses what AddFlags bound, once the flag set was parsed, and
+// validates it.
+func (o *Options) Complete() error {
+	if err := o.Options.Complete(); err != nil {
+		return err
 	}
+	if o.ClusterSecretsNamespace == "" {
+		o.ClusterSecretsNamespace = o.Namespace
+	}
+	var err error
+	if o.AllowedSourceClusters, err = agent.ParseNamespaceGlobs("allowed-source-clusters", o.Hub.raw.clusters); err != nil {
+		return err
+	}
+	if o.AllowedSourceNamespaces, err = agent.ParseNamespaceGlobs("allowed-source-namespaces", o.Hub.raw.namespaces); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Label(o.ClusterSecretsNamespace); len(errs) > 0 {
+		return fmt.Errorf("--cluster-secrets-namespace: %q is not a namespace name: %s", o.ClusterSecretsNamespace, strings.Join(errs, "; "))
+	}
+	o.secretsNamespace = glob.MustParse(o.ClusterSecretsNamespace) // a name is a valid pattern
+	switch o.Hub.raw.orphans {
+	case "keep":
+	case "delete":
+		o.DeleteMirrorsOfUnregistered = true
+	default:
+		return fmt.Errorf("--unregistered-source-mirrors must be keep or delete, not %q", o.Hub.raw.orphans)
+	}
+	switch {
+	case o.ClusterProvider == ProviderKubeconfigDir && o.KubeconfigDir == "":
+		return fmt.Errorf("--cluster-provider=%s needs --kubeconfig-dir", ProviderKubeconfigDir)
+	case o.ClusterProvider != ProviderKubeconfigDir && o.KubeconfigDir != "":
+		return fmt.Errorf("--kubeconfig-dir needs --cluster-provider=%s", ProviderKubeconfigDir)
+	case o.ClusterProvider != ProviderKubeconfigDir && o.ClusterProvider != ProviderKubeconfigSecrets:
+		return fmt.Errorf("--cluster-provider must be %s or %s, not %q", ProviderKubeconfigSecrets, ProviderKubeconfigDir, o.ClusterProvider)
+	}
+	if o.ProbeInterval <= 0 || o.ProbeTimeout <= 0 {
+		return fmt.Errorf("--cluster-probe-interval and --cluster-probe-timeout must be positive")
+	}
+	return nil
 }
 
 // ParseOptions returns the options given by command-line style args, with
 // every default applied.
 func ParseOptions(args ...string) (Options, error) {
 	var o Options
-	fs := flag.NewFlagSet("fleetmirror-hub", flag.ContinueOnError)
-	finish := o.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	return o, finish()
+	err := agent.Parse("fleetmirror-hub", &o, args)
+	return o, err
 }

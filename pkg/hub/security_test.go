@@ -13,7 +13,7 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/controller"
-	"github.com/fleetmirror/fleetmirror/pkg/hub"
+	"github.com/fleetmirror/fleetmirror/pkg/providers"
 )
 
 // registrationLookalike is a source shaped like a Cluster API registration
@@ -78,7 +78,7 @@ func TestRegistrationByMirroringIsRefused(t *testing.T) {
 			g.Expect(s.Labels).To(HaveKeyWithValue(clusterv1.ClusterNameLabel, "evil2"))
 		})
 		g.Eventually(func() []string {
-			return eventMessages(hubC, secretsNS, mirror.Name, hub.ReasonRegistrationRefused)
+			return eventMessages(hubC, secretsNS, mirror.Name, providers.ReasonRegistrationRefused)
 		}, timeout, poll).Should(ContainElement(ContainSubstring("a mirror never registers a cluster")))
 		g.Expect(sumSeries("fleetmirror_hub_registration_errors_total", "reason", "mirror")).To(BeNumerically(">", before))
 		g.Eventually(registeredClusters, timeout, poll).Should(Equal(3.0))
@@ -104,7 +104,7 @@ func TestRegistrationByMirroringIsRefused(t *testing.T) {
 		g.Expect(hubC.Client.Create(context.Background(), marked)).To(Succeed())
 		defer func() { g.Expect(hubC.Client.Delete(context.Background(), marked)).To(Succeed()) }()
 		g.Eventually(func() []string {
-			return eventMessages(hubC, secretsNS, marked.Name, hub.ReasonRegistrationRefused)
+			return eventMessages(hubC, secretsNS, marked.Name, providers.ReasonRegistrationRefused)
 		}, timeout, poll).Should(ContainElement(ContainSubstring(annotations.AnnotationSource)))
 		g.Expect(seriesWith("fleetmirror_hub_cluster_up", "cluster", "marked")).To(BeEmpty())
 	})

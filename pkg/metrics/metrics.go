@@ -75,6 +75,13 @@ var (
 		Help: "1 while the agent's own API server answers its readiness probe, else 0.",
 	}, []string{"cluster"})
 
+	// RegistrationErrors counts the registrations of clusters the hub's
+	// providers refused.
+	RegistrationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_hub_registration_errors_total",
+		Help: "Kubeconfig Secrets (or files) refused, by reason (invalid, duplicate, plugin, mirror).",
+	}, []string{"reason"})
+
 	// Mirrors counts the mirrors this agent manages, from its cache.
 	Mirrors = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fleetmirror_mirrors",
@@ -83,7 +90,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, ClusterUp)
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, ClusterUp, RegistrationErrors)
 }
 
 // maxPropagation caps observations: a longer figure means the agent was

@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
 )
@@ -83,6 +84,8 @@ var sharedFlags = []flagValue{
 // hubFlags are the flags only the hub has.
 var hubFlags = []flagValue{
 	{flag: "cluster-secrets-namespace", value: "config.clusterSecretsNamespace", set: "clusters", want: "clusters", ownDefault: "the release namespace, which is the binary's --namespace"},
+	{flag: "cluster-provider", value: "config.clusterProvider", set: "kubeconfig-dir", want: "kubeconfig-dir"},
+	{flag: "kubeconfig-dir", value: "config.kubeconfigDir", set: "/etc/fleetmirror/clusters", want: "/etc/fleetmirror/clusters"},
 	{flag: "allow-kubeconfig-plugins", value: "config.allowKubeconfigPlugins", set: true, want: "true"},
 	{flag: "allowed-source-clusters", value: "config.allowedSourceClusters", set: []any{"prod-*", "hub"}, want: "prod-*,hub"},
 	{flag: "allowed-source-namespaces", value: "config.allowedSourceNamespaces", set: []any{"platform"}, want: "platform"},
@@ -103,17 +106,14 @@ func flagsOf(chart string) []flagValue {
 func flagSet(chart string) (*flag.FlagSet, func() error) {
 	fs := flag.NewFlagSet(chart, flag.ContinueOnError)
 	fs.SetOutput(new(bytes.Buffer))
-	var finish func() error
+	var o agent.Flags = &member.Options{}
 	if chart == "hub" {
-		var o hub.Options
-		finish = o.BindFlags(fs)
-	} else {
-		var o member.Options
-		finish = o.BindFlags(fs)
+		o = &hub.Options{}
 	}
+	o.AddFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
-	return fs, finish
+	return fs, o.Complete
 }
 
 var (

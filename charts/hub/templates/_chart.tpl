@@ -30,6 +30,10 @@ namespace in its own cluster by itself.
 {{- define "fleetmirror.chartArgs" -}}
 {{- $c := .Values.config }}
 {{- $args := list (printf "--cluster-secrets-namespace=%s" (include "fleetmirror.clusterSecretsNamespace" .)) }}
+{{- $args = append $args (printf "--cluster-provider=%s" $c.clusterProvider) }}
+{{- if $c.kubeconfigDir }}
+{{- $args = append $args (printf "--kubeconfig-dir=%s" $c.kubeconfigDir) }}
+{{- end }}
 {{- $args = append $args (printf "--allow-kubeconfig-plugins=%t" $c.allowKubeconfigPlugins) }}
 {{- $args = append $args (printf "--allowed-source-clusters=%s" (include "fleetmirror.csv" $c.allowedSourceClusters)) }}
 {{- $args = append $args (printf "--allowed-source-namespaces=%s" (include "fleetmirror.csv" $c.allowedSourceNamespaces)) }}

@@ -1,4 +1,4 @@
-package hub
+package providers
 
 import (
 	"crypto/sha256"
@@ -80,6 +80,17 @@ func parseRegistration(s *corev1.Secret, allowPlugins bool) (*registration, erro
 	if len(data) == 0 {
 		return nil, fmt.Errorf("data key %q with the kubeconfig is missing", capisecret.KubeconfigDataName)
 	}
+	cfg, err := parseKubeconfig(data, allowPlugins)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	return &registration{name: name, labels: s.Labels, config: cfg, hash: hex.EncodeToString(sum[:])}, nil
+}
+
+// parseKubeconfig returns the REST config of a kubeconfig that the fleet
+// may use: self-contained, and without plugins unless allowed.
+func parseKubeconfig(data []byte, allowPlugins bool) (*rest.Config, error) {
 	kc, err := clientcmd.Load(data)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig does not parse: %w", err)
@@ -91,8 +102,7 @@ func parseRegistration(s *corev1.Secret, allowPlugins bool) (*registration, erro
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig is unusable: %w", err)
 	}
-	sum := sha256.Sum256(data)
-	return &registration{name: name, labels: s.Labels, config: cfg, hash: hex.EncodeToString(sum[:])}, nil
+	return cfg, nil
 }
 
 // selfContained refuses kubeconfigs that would make the hub run programs

@@ -1,0 +1,305 @@
+package agent
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
+)
+
+// Options are the settings both binaries share, in groups. Every field is
+// a flag (docs/flags.md lists them), except RESTConfig. Bind them with
+// AddFlags, parse the flag set, then call Complete.
+type Options struct {
+	Access
+	Pipeline
+	Kinds
+	LeaderElection
+	Observability
+
+	// The flag values Complete parses.
+	raw struct{ types, deny, excluded, included, strip string }
+}
+
+// Access is how the agent reaches its own cluster.
+type Access struct {
+	// RESTConfig, when set, is used instead of loading Kubeconfig (for
+	// programs that embed an agent). QPS and Burst are applied to a copy.
+	RESTConfig *rest.Config
+	// Kubeconfig is the path of a kubeconfig; empty uses $KUBECONFIG,
+	// ~/.kube/config or the in-cluster service account.
+	Kubeconfig string
+	// ClusterName names this cluster in source references; it must be the
+	// name the hub knows the cluster by.
+	ClusterName string
+	// Namespace is the namespace the agent runs in; it is never a target.
+	Namespace string
+	// QPS and Burst are the client-side rate limit per cluster; QPS of 0
+	// or less sets none.
+	QPS   float64
+	Burst int
+	// CallTimeout is the deadline of every call the pipeline makes.
+	CallTimeout time.Duration
+}
+
+// Pipeline is how sources are turned into mirrors.
+type Pipeline struct {
+	// ExcludedNamespaces are never targeted; Namespace is always added.
+	ExcludedNamespaces glob.List
+	// IncludedNamespaces, when not empty, are the only namespaces targeted.
+	IncludedNamespaces glob.List
+	// MaxTargets bounds the targets of one source.
+	MaxTargets int
+	// StripKeys are label and annotation keys never copied onto mirrors.
+	StripKeys glob.List
+	// Workers is how many sources are reconciled at once.
+	Workers int
+	// WriteParallelism bounds the concurrent mirror writes of one source.
+	WriteParallelism int
+	// ResyncPeriod is how often every source is reconciled without a
+	// change; zero disables it.
+	ResyncPeriod time.Duration
+	// StatusAnnotation writes the fleetmirror.io/status summary on sources.
+	StatusAnnotation bool
+	// VerifySourceFreshness reads each source from the API server before
+	// writing its mirrors.
+	VerifySourceFreshness bool
+	// BreakerThreshold failed reconciles in a row space out a source's
+	// retries, from BreakerBaseDelay doubling up to BreakerMaxDelay; 0
+	// disables the breaker.
+	BreakerThreshold int
+	BreakerBaseDelay time.Duration
+	BreakerMaxDelay  time.Duration
+}
+
+// Kinds is which kinds are mirrored and how they are watched.
+type Kinds struct {
+	// ResourceTypes are the kinds mirrored; empty discovers them.
+	ResourceTypes []schema.GroupVersionKind
+	// DenyKinds are never discovered, on top of clusters.DeniedKinds.
+	DenyKinds []schema.GroupKind
+	// AllowPrivilegeKinds allows Role, RoleBinding and ServiceAccount.
+	AllowPrivilegeKinds bool
+	// LazyWatchers watches a kind only while a source or mirror of it
+	// exists, found by probes every LazyProbeInterval.
+	LazyWatchers      bool
+	LazyProbeInterval time.Duration
+	// DiscoveryInterval is how often kinds are discovered again.
+	DiscoveryInterval time.Duration
+	// WatchIdleTimeout is how long a lazily watched kind stays watched
+	// after its last source and mirror are gone.
+	WatchIdleTimeout time.Duration
+}
+
+// LeaderElection is how replicas agree on the one that writes.
+type LeaderElection struct {
+	// LeaderElect elects a leader among replicas.
+	LeaderElect bool
+	// LeaderElectionNamespace and LeaderElectionID name the Lease.
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader
+	// election. A follower counts the lease from when it last saw it
+	// renewed, which it checks every RetryPeriod, so it takes over at most
+	// LeaseDuration plus two RetryPeriods (and jitter) after the leader died.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// Observability is what the agent serves besides its work.
+type Observability struct {
+	// MetricsBindAddress serves /metrics; "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables them.
+	HealthProbeBindAddress string
+	// PprofBindAddress serves pprof; empty disables it.
+	PprofBindAddress string
+	// GracefulShutdownTimeout is how long running reconciles may take to
+	// finish on shutdown.
+	GracefulShutdownTimeout time.Duration
+}
+
+// Binary is what a binary's flags default to.
+type Binary struct {
+	// Name of the binary, the default Lease name.
+	Name string
+	// Cluster is the default --cluster-name.
+	Cluster string
+}
+
+// AddFlags registers the shared options on fs with the defaults of b.
+func (o *Options) AddFlags(fs *flag.FlagSet, b Binary) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "fleetmirror-system"
+	}
+	// Access.
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, ~/.kube/config or the in-cluster service account.")
+	fs.StringVar(&o.ClusterName, "cluster-name", b.Cluster, "Name of this cluster in source references (fleetmirror.io/source = cluster/namespace/name); it must be the name the hub knows the cluster by.")
+	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the agent runs in (default $POD_NAMESPACE); it is excluded from targets.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", -1, "Client-side limit of API requests per second, per cluster; 0 or less: none, as the API server protects itself with API Priority and Fairness and --workers x --write-parallelism bounds the requests in flight. Set it for API servers without Priority and Fairness.")
+	fs.IntVar(&o.Burst, "kube-api-burst", 2000, "Client-side burst of API requests, per cluster, when --kube-api-qps is set.")
+	fs.DurationVar(&o.CallTimeout, "api-call-timeout", 30*time.Second, "Deadline of every write and read the pipeline sends to a cluster.")
+	// Kinds.
+	fs.StringVar(&o.raw.types, "resource-types", "", "Comma-separated kinds to mirror, as Kind.version[.group], e.g. Secret.v1,ConfigMap.v1,Ingress.v1.networking.k8s.io. Empty: every namespaced kind that supports get/list/watch/create/update/patch/delete, minus the deny list, discovered again every --discovery-interval.")
+	fs.StringVar(&o.raw.deny, "deny-kinds", "", "Comma-separated extra kinds never discovered, as Kind[.group] (added to the built-in deny list of Pods, Events, Endpoints, Leases, RBAC and the like).")
+	fs.BoolVar(&o.AllowPrivilegeKinds, "allow-privilege-kinds", false, "DANGEROUS: allow mirroring Role, RoleBinding and ServiceAccount. Whoever can annotate a source would hand out the privileges they carry in every target namespace.")
+	fs.BoolVar(&o.LazyWatchers, "lazy-watchers", true, "Watch a kind only while a source or mirror of it exists, found by label-selected LISTs with limit=1 every --lazy-probe-interval.")
+	fs.DurationVar(&o.LazyProbeInterval, "lazy-probe-interval", 10*time.Second, "How often kinds not watched are probed for sources (also the delay before a source of a kind not yet watched is seen).")
+	fs.DurationVar(&o.DiscoveryInterval, "discovery-interval", 5*time.Minute, "How often kinds are discovered again when --resource-types is empty (new CRDs are picked up, removed ones stop).")
+	fs.DurationVar(&o.WatchIdleTimeout, "watch-idle-timeout", time.Minute, "How long a lazily watched kind stays watched after its last source and mirror are gone.")
+	// Pipeline.
+	fs.StringVar(&o.raw.excluded, "excluded-namespaces", strings.Join(targets.DefaultExcludedNamespaces, ","), "Comma-separated namespace globs never targeted (the agent's own namespace is always added).")
+	fs.StringVar(&o.raw.included, "included-namespaces", "", "Comma-separated namespace globs; when set, only these namespaces are targeted.")
+	fs.IntVar(&o.MaxTargets, "max-targets", 100, "Most targets per source; the annotation fleetmirror.io/max-targets can only lower it.")
+	fs.StringVar(&o.raw.strip, "strip-keys", strings.Join(desired.DefaultStrip, ","), "Comma-separated label and annotation key globs never copied onto mirrors.")
+	fs.IntVar(&o.Workers, "workers", 4, "Sources reconciled concurrently.")
+	fs.IntVar(&o.WriteParallelism, "write-parallelism", 16, "Concurrent mirror writes for one source.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", 10*time.Minute, "How often every source is reconciled again even without changes (0 disables).")
+	fs.BoolVar(&o.StatusAnnotation, "status-annotation", true, "Write the fleetmirror.io/status summary onto sources.")
+	fs.BoolVar(&o.VerifySourceFreshness, "verify-source-freshness", false, "Read each source from the API server before writing its mirrors, instead of trusting the cache.")
+	fs.IntVar(&o.BreakerThreshold, "circuit-breaker-failures", 5, "Failed reconciles in a row after which a source's retries are spaced out (--circuit-breaker-base-delay, doubling up to --circuit-breaker-max-delay); 0 disables the breaker.")
+	fs.DurationVar(&o.BreakerBaseDelay, "circuit-breaker-base-delay", 30*time.Second, "First wait between retries of a source whose circuit breaker opened.")
+	fs.DurationVar(&o.BreakerMaxDelay, "circuit-breaker-max-delay", 10*time.Minute, "Longest wait between retries of a source whose circuit breaker is open.")
+	// Leader election.
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader, so that several replicas can run with one active.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: --namespace); needed out of cluster.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", b.Name, "Name of the leader election Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 8*time.Second, "How long a leader's Lease holds without renewal; a replica takes over at most this plus twice --leader-election-retry-period after the leader died.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 6*time.Second, "How long the leader retries renewing its Lease before it gives up leadership (and exits); less than --leader-election-lease-duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", time.Second, "How often replicas try to acquire or renew the Lease.")
+	// Observability.
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables them.")
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", "", "Address of the pprof endpoints; empty disables them.")
+	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
+}
+
+// Complete parses what AddFlags bound, once the flag set was parsed,
+// applies the defaults that depend on other options and validates them.
+// Its errors name the flag.
+func (o *Options) Complete() error {
+	var err error
+	if o.raw.types != "" {
+		if o.ResourceTypes, err = ParseResourceTypes(o.raw.types); err != nil {
+			return err
+		}
+	}
+	if o.DenyKinds, err = parseGroupKinds(o.raw.deny); err != nil {
+		return err
+	}
+	if !o.AllowPrivilegeKinds {
+		for _, gvk := range o.ResourceTypes {
+			if slices.Contains(clusters.PrivilegeKinds, gvk.GroupKind()) {
+				return fmt.Errorf("--resource-types: %s hands out privileges; mirroring it needs --allow-privilege-kinds", gvk.Kind)
+			}
+		}
+	}
+	if o.ExcludedNamespaces, err = ParseNamespaceGlobs("excluded-namespaces", o.raw.excluded); err != nil {
+		return err
+	}
+	own, err := glob.Parse(o.Namespace)
+	if err != nil {
+		return fmt.Errorf("--namespace: %w", err)
+	}
+	o.ExcludedNamespaces = append(o.ExcludedNamespaces, own)
+	if o.IncludedNamespaces, err = ParseNamespaceGlobs("included-namespaces", o.raw.included); err != nil {
+		return err
+	}
+	if o.StripKeys, err = glob.ParseList(SplitList(o.raw.strip)); err != nil {
+		return fmt.Errorf("--strip-keys: %w", err)
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = o.Namespace
+	}
+	if o.MaxTargets < 1 {
+		return fmt.Errorf("--max-targets must be at least 1, got %d", o.MaxTargets)
+	}
+	// client-go's own rule: the renewal must fit in the lease, with
+	// room for a jittered retry.
+	if o.LeaseDuration <= o.RenewDeadline || float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) || o.RetryPeriod <= 0 {
+		return fmt.Errorf("leader election timing: need --leader-election-lease-duration (%s) > --leader-election-renew-deadline (%s) > 1.2 x --leader-election-retry-period (%s) > 0",
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+	}
+	return nil
+}
+
+// Flags are options that bind to a flag set and complete after parsing:
+// agent.Options, and the member's and the hub's, which embed it.
+type Flags interface {
+	AddFlags(fs *flag.FlagSet)
+	Complete() error
+}
+
+// Parse binds o to a flag set named binary, parses args and completes o.
+func Parse(binary string, o Flags, args []string) error {
+	fs := flag.NewFlagSet(binary, flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return o.Complete()
+}
+
+// ParseResourceTypes parses a comma-separated list of Kind.version[.group].
+func ParseResourceTypes(s string) ([]schema.GroupVersionKind, error) {
+	var out []schema.GroupVersionKind
+	for _, e := range SplitList(s) {
+		kind, rest, ok := strings.Cut(e, ".")
+		version, group, _ := strings.Cut(rest, ".")
+		if !ok || kind == "" || version == "" || kind[0] < 'A' || kind[0] > 'Z' {
+			return nil, fmt.Errorf("--resource-types: %q is not Kind.version[.group]", e)
+		}
+		out = append(out, schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--resource-types: no kind given")
+	}
+	return out, nil
+}
+
+func parseGroupKinds(s string) ([]schema.GroupKind, error) {
+	var out []schema.GroupKind
+	for _, e := range SplitList(s) {
+		kind, group, _ := strings.Cut(e, ".")
+		if kind == "" || kind[0] < 'A' || kind[0] > 'Z' {
+			return nil, fmt.Errorf("--deny-kinds: %q is not Kind[.group]", e)
+		}
+		out = append(out, schema.GroupKind{Group: group, Kind: kind})
+	}
+	return out, nil
+}
+
+// ParseNamespaceGlobs parses the comma-separated value of the pattern flag
+// named flag (namespace or cluster names). A malformed pattern is an error
+// naming the flag and the pattern: it would otherwise match nothing, and an
+// exclusion that excludes nothing fails open.
+func ParseNamespaceGlobs(flag, value string) (glob.List, error) {
+	l, err := glob.ParseNames(SplitList(value))
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return l, nil
+}
+
+// SplitList splits a comma-separated flag value, dropping empty entries.
+func SplitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}

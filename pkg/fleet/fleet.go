@@ -1,0 +1,604 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+)
+
+// Options configure a Fleet. They are the writer's: the same for every
+// cluster.
+type Options struct {
+	// Provider tells the fleet which clusters there are.
+	Provider Provider
+	// ManagedBy selects the mirrors this writer owns (LabelManagedBy).
+	ManagedBy string
+	// FieldManager names the writer in managedFields and as the component
+	// of its Events.
+	FieldManager string
+	// Finalizer is the writer's finalizer on sources; it is taken off the
+	// sources of a cluster that leaves the fleet.
+	Finalizer string
+	// Resync is the informers' resync period; zero disables it.
+	Resync time.Duration
+	// ProbeInterval is how often each cluster is probed while it answers;
+	// ProbeTimeout is the deadline of one probe.
+	ProbeInterval time.Duration
+	ProbeTimeout  time.Duration
+	// RestartWatchesOnReturn lists and watches every kind afresh when a
+	// cluster answers again after it did not: client-go's reflectors wait
+	// up to 30s between attempts while a server is down, and changes made
+	// right after its return would wait for them.
+	RestartWatchesOnReturn bool
+	// Limit returns the REST config the fleet uses for a cluster's config
+	// (client-side rate limits); nil uses the config as it is.
+	Limit func(*rest.Config) *rest.Config
+	// Kinds say which kinds are watched; ManagedBy and Synced are the
+	// fleet's.
+	Kinds clusters.KindOptions
+	// Metrics are the series the fleet keeps per cluster; nil ones are
+	// not kept.
+	Metrics Metrics
+}
+
+// Metrics are the series a fleet keeps. The member and the hub publish
+// them under names of their own, which dashboards and alerts know.
+type Metrics struct {
+	// Up is 1 while a cluster answers and its caches are synced, by cluster.
+	Up *prometheus.GaugeVec
+	// ProbeFailures counts failed probes, by cluster.
+	ProbeFailures *prometheus.CounterVec
+	// Size is the number of engaged clusters.
+	Size prometheus.Gauge
+}
+
+// Subscriber is told what happens in the fleet: the watch events of every
+// cluster, and the clusters' comings and goings. Calls must not block.
+type Subscriber interface {
+	clusters.Handler
+	// Up is called when a cluster answers and has its caches, the first
+	// time and after it did not answer.
+	Up(c *clusters.Cluster)
+	// Down is called when a cluster that was up stops answering.
+	Down(c *clusters.Cluster)
+	// Left is called when the cluster named name was disengaged and its
+	// connection closed; gone is false when it was replaced.
+	Left(name string, gone bool)
+	// KindSynced is called once the watches of a kind newly watched in c
+	// have synced.
+	KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind)
+}
+
+// Fleet keeps one connection per engaged cluster: its clients and caches,
+// its health (probed, marked down and up), its Event recorder, and the
+// kind watches that Kinds starts and stops on it. Providers engage and
+// disengage clusters; the controller reads the fleet.
+type Fleet struct {
+	opts  Options
+	kinds *clusters.Kinds
+
+	mu       sync.RWMutex
+	conns    map[string]*connection
+	leaving  map[string]chan struct{} // per name: closed when its teardown ends
+	ctx      context.Context          // Run's
+	sub      Subscriber               // Run's
+	listed   atomic.Bool
+	listedCh chan struct{}
+}
+
+// connection is one engaged cluster.
+type connection struct {
+	spec    Spec
+	labels  atomic.Pointer[map[string]string]
+	cluster *clusters.Cluster
+	events  record.EventRecorder
+	// up is true while the cluster answers and its caches are synced.
+	up atomic.Bool
+	// everUp is true once the cluster was up.
+	everUp atomic.Bool
+	// started is true once the cluster's watches run.
+	started atomic.Bool
+	created time.Time
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when every goroutine of the connection ended
+	// probeNow asks the probe loop for a probe before the interval ends.
+	probeNow chan struct{}
+	// engaged is the provider's context for the cluster; left is closed
+	// once the cluster was disengaged and torn down.
+	engaged context.Context
+	left    chan struct{}
+}
+
+// New returns a fleet; Run drives it.
+func New(o Options) *Fleet {
+	f := &Fleet{opts: o, conns: map[string]*connection{}, leaving: map[string]chan struct{}{}, listedCh: make(chan struct{})}
+	ko := o.Kinds
+	ko.ManagedBy = o.ManagedBy
+	ko.Synced = f.kindSynced
+	f.kinds = clusters.NewKinds(ko)
+	return f
+}
+
+// Run runs the provider and the engaged clusters, telling sub what
+// happens, until ctx ends; then it closes every connection.
+func (f *Fleet) Run(ctx context.Context, sub Subscriber) error {
+	f.mu.Lock()
+	if f.ctx != nil {
+		f.mu.Unlock()
+		return errors.New("fleet: Run called twice")
+	}
+	f.ctx, f.sub = ctx, sub
+	f.mu.Unlock()
+	go f.kinds.Run(ctx, f.Started)
+	go reportMirrors(ctx, f.Clusters)
+	err := f.opts.Provider.Run(ctx, f)
+	<-ctx.Done()
+	f.mu.Lock()
+	all := make([]*connection, 0, len(f.conns))
+	for _, c := range f.conns {
+		all = append(all, c)
+	}
+	f.mu.Unlock()
+	for _, c := range all {
+		f.stop(c)
+	}
+	return err
+}
+
+// NeedLeaderElection is false: followers keep warm caches, so that a new
+// leader starts at once.
+func (f *Fleet) NeedLeaderElection() bool { return false }
+
+// Engage adds a cluster until ctx ends; see Engager.
+func (f *Fleet) Engage(ctx context.Context, s Spec) error {
+	f.mu.Lock()
+	for {
+		if ch := f.leaving[s.Name]; ch != nil {
+			f.mu.Unlock()
+			<-ch
+			f.mu.Lock()
+			continue
+		}
+		old, ok := f.conns[s.Name]
+		if !ok {
+			break
+		}
+		if old.engaged.Err() == nil {
+			f.mu.Unlock()
+			return fmt.Errorf("cluster %s is engaged already", s.Name)
+		}
+		// Disengaged by its provider a moment ago, and not yet torn down.
+		f.mu.Unlock()
+		<-old.left
+		f.mu.Lock()
+	}
+	parent := f.ctx
+	f.mu.Unlock()
+	if parent == nil {
+		return errors.New("fleet: Engage before Run")
+	}
+	c, err := f.connect(ctx, s)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.conns[s.Name] = c
+	f.mu.Unlock()
+	f.setSize()
+	f.start(parent, c)
+	go func() {
+		select {
+		case <-parent.Done(): // Run closes every connection
+		case <-ctx.Done():
+			f.disengage(c, !errors.Is(context.Cause(ctx), ErrReplaced))
+		}
+	}()
+	return nil
+}
+
+// Relabel replaces the labels of the cluster named name.
+func (f *Fleet) Relabel(name string, labels map[string]string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if c, ok := f.conns[name]; ok {
+		c.labels.Store(&labels)
+	}
+}
+
+// Listed marks the fleet as known.
+func (f *Fleet) Listed() {
+	if !f.listed.Swap(true) {
+		close(f.listedCh)
+	}
+}
+
+// Known reports whether every provider has listed its clusters.
+func (f *Fleet) Known() bool { return f.listed.Load() }
+
+func (f *Fleet) connect(engaged context.Context, s Spec) (*connection, error) {
+	c := &connection{spec: s, engaged: engaged, left: make(chan struct{}), events: s.Recorder, done: make(chan struct{}),
+		created: time.Now(), probeNow: make(chan struct{}, 1)}
+	cfg := s.Config
+	if f.opts.Limit != nil {
+		cfg = f.opts.Limit(cfg)
+	}
+	cl, err := clusters.New(cfg, clusters.Options{Name: s.Name, ManagedBy: f.opts.ManagedBy, Resync: f.opts.Resync, Handler: f.sub,
+		// A call still running after slowCallAfter has the cluster probed
+		// now: if it hangs, it is marked down within a probe deadline
+		// more, and the calls waiting on it are aborted.
+		SlowCall: c.pokeProbe, SlowCallAfter: min(f.opts.ProbeTimeout, slowCallAfter)})
+	if err != nil {
+		return nil, err
+	}
+	c.cluster = cl
+	labels := s.Labels
+	c.labels.Store(&labels)
+	return c, nil
+}
+
+// slowCallAfter is how long a call may run before its cluster is probed.
+// A write or read of one object takes milliseconds; one that takes a
+// second is worth one readiness request, which API Priority and Fairness
+// serves at once even to a busy API server (probes are exempt).
+const slowCallAfter = time.Second
+
+func (c *connection) pokeProbe() {
+	select {
+	case c.probeNow <- struct{}{}:
+	default:
+	}
+}
+
+// start connects to a cluster in the background: it waits until the API
+// server answers, starts the watches, and probes its health until the
+// connection is stopped.
+func (f *Fleet) start(parent context.Context, c *connection) {
+	ctx, cancel := context.WithCancel(parent)
+	c.cancel = cancel
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.spec.Name)
+	var stopRecorder func()
+	if c.events == nil {
+		rec, stop, err := NewRecorder(c.cluster.Config, c.cluster.HTTPClient(), f.opts.FieldManager)
+		if err != nil {
+			log.Error(err, "Cannot record Events in the cluster")
+		} else {
+			c.events, stopRecorder = rec, stop
+		}
+	}
+	go func() {
+		defer close(c.done)
+		defer func() {
+			if stopRecorder != nil {
+				stopRecorder()
+			}
+			c.cluster.Close()
+		}()
+		// Wait until the API server answers; Kinds adds the kind watches
+		// once the cluster is listed as started.
+		_ = wait.PollUntilContextCancel(ctx, f.opts.ProbeInterval, true, func(ctx context.Context) (bool, error) {
+			if err := f.ping(ctx, c); err != nil {
+				log.Info("Cluster not ready", "error", err.Error())
+				f.probeFailed(c)
+				f.setUp(c, false)
+				return false, nil
+			}
+			return true, nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		c.cluster.Start(ctx)
+		c.started.Store(true)
+		f.kinds.Trigger()
+		f.probe(ctx, c)
+	}()
+}
+
+// probe keeps c.up and the cluster's health current: the cluster answers
+// a readiness request within ProbeTimeout and its caches are synced. A
+// cluster that does not answer is marked down at once, which makes every
+// call to it fail fast and aborts those in flight, and is probed again
+// every clusters.DownProbeInterval (at most ProbeInterval) until it
+// answers, so that its pending changes land seconds after it is back.
+func (f *Fleet) probe(ctx context.Context, c *connection) {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.spec.Name)
+	for {
+		synced := c.cluster.NamespacesSynced()
+		var err error
+		if synced {
+			err = f.ping(ctx, c)
+		}
+		ok := synced && err == nil
+		if !ok {
+			f.probeFailed(c)
+		}
+		if err != nil && ctx.Err() == nil {
+			c.cluster.MarkDown("health probe failed: " + err.Error())
+		} else if err == nil {
+			c.cluster.MarkUp()
+		}
+		was := c.up.Swap(ok)
+		returned := ok && !was && c.everUp.Swap(true)
+		f.setUp(c, ok)
+		switch {
+		case returned && f.opts.RestartWatchesOnReturn:
+			log.Info("Cluster is up again; restarting the watches")
+			if err := c.cluster.RestartWatches(ctx); err != nil && ctx.Err() == nil {
+				log.Error(err, "Restarting the watches")
+			}
+			f.sub.Up(c.cluster)
+		case ok && !was:
+			log.Info("Cluster is up")
+			f.sub.Up(c.cluster)
+		case !ok && was:
+			log.Info("Cluster is unreachable", "error", fmt.Sprint(err))
+			f.sub.Down(c.cluster)
+		}
+		interval := f.opts.ProbeInterval
+		switch {
+		case !synced:
+			interval = min(interval, time.Second) // waiting for the first sync
+		case err != nil:
+			interval = min(interval, clusters.DownProbeInterval)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		case <-c.probeNow:
+		}
+	}
+}
+
+func (f *Fleet) ping(ctx context.Context, c *connection) error {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.ProbeTimeout)
+	defer cancel()
+	return c.cluster.Ping(ctx)
+}
+
+func (f *Fleet) probeFailed(c *connection) {
+	if f.opts.Metrics.ProbeFailures != nil {
+		f.opts.Metrics.ProbeFailures.WithLabelValues(c.spec.Name).Inc()
+	}
+}
+
+func (f *Fleet) setUp(c *connection, up bool) {
+	if f.opts.Metrics.Up == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	f.opts.Metrics.Up.WithLabelValues(c.spec.Name).Set(v)
+}
+
+func (f *Fleet) setSize() {
+	if f.opts.Metrics.Size == nil {
+		return
+	}
+	f.mu.RLock()
+	n := len(f.conns)
+	f.mu.RUnlock()
+	f.opts.Metrics.Size.Set(float64(n))
+}
+
+// stop ends the connection's goroutines and closes it.
+func (f *Fleet) stop(c *connection) {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
+	}
+	c.up.Store(false)
+}
+
+// disengage takes a cluster out of the fleet. One that leaves for good
+// (gone) first has the writer's finalizer taken off its sources, while its
+// connection still works, and its series are deleted.
+func (f *Fleet) disengage(c *connection, gone bool) {
+	name := c.spec.Name
+	defer close(c.left)
+	f.mu.Lock()
+	if f.conns[name] == c {
+		delete(f.conns, name)
+	}
+	f.leaving[name] = c.left
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		if f.leaving[name] == c.left {
+			delete(f.leaving, name)
+		}
+		f.mu.Unlock()
+	}()
+	log := ctrl.LoggerFrom(f.ctx).WithValues("cluster", name)
+	log.Info("Disengaging cluster", "leaving", gone)
+	switch {
+	case gone && c.cluster.Unreachable() == nil:
+		releaseSources(f.ctx, c.cluster, f.opts.Finalizer, f.opts.FieldManager)
+	case gone:
+		log.Info("Cluster leaving the fleet is unreachable: its sources keep the finalizer; remove it by hand", "finalizer", f.opts.Finalizer)
+	}
+	f.stop(c)
+	if gone {
+		metrics.ForgetCluster(name)
+		if f.opts.Metrics.Up != nil {
+			f.opts.Metrics.Up.DeleteLabelValues(name)
+		}
+		if f.opts.Metrics.ProbeFailures != nil {
+			f.opts.Metrics.ProbeFailures.DeleteLabelValues(name)
+		}
+	}
+	f.setSize()
+	f.sub.Left(name, gone)
+}
+
+func (f *Fleet) kindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
+	f.mu.RLock()
+	sub := f.sub
+	f.mu.RUnlock()
+	if sub != nil {
+		sub.KindSynced(c, gvk)
+	}
+}
+
+// Cluster returns the engaged cluster named name, or nil.
+func (f *Fleet) Cluster(name string) *clusters.Cluster {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if c, ok := f.conns[name]; ok {
+		return c.cluster
+	}
+	return nil
+}
+
+// Clusters lists the engaged clusters, local ones first, then by name.
+func (f *Fleet) Clusters() []*clusters.Cluster {
+	conns := f.sorted()
+	out := make([]*clusters.Cluster, len(conns))
+	for i, c := range conns {
+		out[i] = c.cluster
+	}
+	return out
+}
+
+// Started lists the clusters whose watches run, for the kind watches.
+func (f *Fleet) Started() []*clusters.Cluster {
+	var out []*clusters.Cluster
+	for _, c := range f.sorted() {
+		if c.started.Load() {
+			out = append(out, c.cluster)
+		}
+	}
+	return out
+}
+
+// sorted lists the connections, local ones first, then by name.
+func (f *Fleet) sorted() []*connection {
+	f.mu.RLock()
+	out := make([]*connection, 0, len(f.conns))
+	for _, c := range f.conns {
+		out = append(out, c)
+	}
+	f.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *connection) int {
+		if a.spec.Local != b.spec.Local {
+			if a.spec.Local {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.spec.Name, b.spec.Name)
+	})
+	return out
+}
+
+// Recorder returns the Event recorder for objects of c, nil when there is
+// none (c is not engaged, or its recorder could not be made).
+func (f *Fleet) Recorder(c *clusters.Cluster) record.EventRecorder {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if conn, ok := f.conns[c.Name()]; ok && conn.cluster == c {
+		return conn.events
+	}
+	return nil
+}
+
+// Member is what target resolution needs to know of one engaged cluster.
+type Member struct {
+	Cluster *clusters.Cluster
+	Labels  map[string]string
+	Local   bool
+	// Up: the cluster answers and its caches are synced.
+	Up bool
+	// Connecting: not up yet, and engaged less than three probe rounds
+	// ago: neither reachable nor known unreachable.
+	Connecting bool
+	// ExcludedNamespaces are never targeted in this cluster, for the
+	// reason ExcludedBecause gives in plain words.
+	ExcludedNamespaces glob.List
+	ExcludedBecause    string
+}
+
+// Members lists the engaged clusters as Clusters does.
+func (f *Fleet) Members() []Member {
+	conns := f.sorted()
+	out := make([]Member, len(conns))
+	for i, c := range conns {
+		out[i] = Member{Cluster: c.cluster, Labels: *c.labels.Load(), Local: c.spec.Local, Up: c.up.Load(),
+			Connecting:         !c.everUp.Load() && time.Since(c.created) < 3*f.opts.ProbeInterval+f.opts.ProbeTimeout,
+			ExcludedNamespaces: c.spec.ExcludedNamespaces, ExcludedBecause: c.spec.ExcludedBecause}
+	}
+	return out
+}
+
+// LocalSynced reports whether the fleet is known and every local cluster
+// has its caches.
+func (f *Fleet) LocalSynced() bool {
+	if !f.Known() {
+		return false
+	}
+	for _, c := range f.sorted() {
+		if c.spec.Local && !c.cluster.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForLocal blocks until LocalSynced or ctx ends.
+func (f *Fleet) WaitForLocal(ctx context.Context) error {
+	select {
+	case <-f.listedCh:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, c := range f.sorted() {
+		if c.spec.Local && !c.cluster.WaitForSync(ctx) {
+			return fmt.Errorf("cluster %s: caches did not sync: %w", c.spec.Name, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// NewRecorder returns a core/v1 event recorder writing to the cluster of
+// cfg as component, and the function that stops it. With httpClient, it
+// sends on that client's connections: those of a cluster that can go away
+// are then closed with it.
+func NewRecorder(cfg *rest.Config, httpClient *http.Client, component string) (record.EventRecorder, func(), error) {
+	// The core/v1 group client, not the whole clientset, which would link
+	// every API group's typed client into the binary.
+	var core *typedcorev1.CoreV1Client
+	var err error
+	if httpClient != nil {
+		core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient)
+	} else {
+		core, err = typedcorev1.NewForConfig(cfg)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.Events("")})
+	return b.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown, nil
+}

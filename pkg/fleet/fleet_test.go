@@ -1,0 +1,198 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/fleet"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+)
+
+var api *fleettest.Fleet
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping envtest suite in -short mode")
+		os.Exit(0)
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	var err error
+	if api, err = fleettest.Start(""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := api.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// handProvider hands the fleet's Engager to the test.
+type handProvider chan fleet.Engager
+
+func (p handProvider) Run(ctx context.Context, e fleet.Engager) error {
+	p <- e
+	<-ctx.Done()
+	return nil
+}
+
+// journal is a Subscriber that writes down what the fleet tells it.
+type journal struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.lines = append(j.lines, fmt.Sprintf(format, args...))
+}
+
+func (j *journal) read() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.lines)
+}
+
+func (j *journal) Source(string, schema.GroupVersionKind, *unstructured.Unstructured, bool) {}
+func (j *journal) Mirror(string, schema.GroupVersionKind, *clusters.Mirror, bool)           {}
+func (j *journal) Namespace(string, *metav1.PartialObjectMetadata)                          {}
+func (j *journal) Up(c *clusters.Cluster)                                                   { j.add("up %s", c.Name()) }
+func (j *journal) Down(c *clusters.Cluster)                                                 { j.add("down %s", c.Name()) }
+func (j *journal) Left(name string, gone bool)                                              { j.add("left %s gone=%v", name, gone) }
+func (j *journal) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
+	j.add("synced %s %s", c.Name(), gvk.Kind)
+}
+
+const finalizer = "example.com/test-cleanup"
+
+var secrets = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+
+// TestEngageAndDisengage drives a fleet through its provider seam against
+// a real API server: a cluster engaged comes up with its kind watched; one
+// replaced keeps its sources' finalizers and is back at once; one that
+// leaves has them taken off; a cut connection is down and back up.
+func TestEngageAndDisengage(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hub := api.Hub
+
+	u, err := url.Parse(hub.Config.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	proxy, err := fleettest.NewFaultProxy(u.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer proxy.Close()
+	kc, err := hub.Kubeconfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	kc, err = proxy.Through(kc)
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	hand := make(handProvider, 1)
+	f := fleet.New(fleet.Options{
+		Provider: hand, ManagedBy: "test", FieldManager: "test", Finalizer: finalizer,
+		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second,
+		Kinds: clusters.KindOptions{Explicit: []schema.GroupVersionKind{secrets}, ProbeInterval: 200 * time.Millisecond},
+	})
+	j := &journal{}
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx, j) }()
+	e := <-hand
+	g.Expect(f.Known()).To(BeFalse())
+	e.Listed()
+	g.Expect(f.Known()).To(BeTrue())
+
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fleet-src", Finalizers: []string{finalizer},
+		Labels: map[string]string{annotations.LabelEnabled: "true"}}}
+	g.Expect(hub.Client.Create(ctx, src)).To(Succeed())
+	finalizers := func() []string {
+		s := &corev1.Secret{}
+		g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(src), s)).To(Succeed())
+		return s.Finalizers
+	}
+
+	engage := func(cause error) context.CancelCauseFunc {
+		ectx, end := context.WithCancelCause(ctx)
+		g.Expect(e.Engage(ectx, fleet.Spec{Name: "a", Config: cfg, Labels: map[string]string{"env": "dev"}})).To(Succeed())
+		return end
+	}
+	end := engage(nil)
+	g.Eventually(j.read, 10*time.Second).Should(ContainElements("up a", "synced a Secret"))
+	g.Expect(f.Members()).To(HaveLen(1))
+	g.Expect(f.Members()[0].Up).To(BeTrue())
+	g.Expect(f.Members()[0].Labels).To(HaveKeyWithValue("env", "dev"))
+	g.Eventually(func() int { return len(f.Cluster("a").Sources(secrets)) }, 5*time.Second).Should(Equal(1))
+	g.Expect(e.Engage(ctx, fleet.Spec{Name: "a", Config: cfg})).To(MatchError(ContainSubstring("engaged already")))
+	e.Relabel("a", map[string]string{"env": "prod"})
+	g.Expect(f.Members()[0].Labels).To(HaveKeyWithValue("env", "prod"))
+
+	// A cut connection: down, then up again when healed.
+	proxy.Cut()
+	g.Eventually(j.read, 10*time.Second).Should(ContainElement("down a"))
+	g.Expect(f.Cluster("a").Unreachable()).NotTo(BeNil())
+	g.Expect(proxy.Heal()).To(Succeed())
+	g.Eventually(func() int { return count(j.read(), "up a") }, 10*time.Second).Should(Equal(2))
+	g.Expect(f.Cluster("a").Unreachable()).To(BeNil())
+
+	// Replaced: engaged again at once, under the same name; the sources
+	// keep the finalizer.
+	old := f.Cluster("a")
+	end(fleet.ErrReplaced)
+	end = engage(nil)
+	g.Expect(j.read()).To(ContainElement("left a gone=false"))
+	g.Expect(f.Cluster("a")).NotTo(BeIdenticalTo(old))
+	g.Expect(finalizers()).To(ContainElement(finalizer))
+	g.Eventually(func() int { return count(j.read(), "up a") }, 10*time.Second).Should(Equal(3))
+
+	// Gone: the sources are released, and the cluster is no more.
+	end(nil)
+	g.Eventually(j.read, 10*time.Second).Should(ContainElement("left a gone=true"))
+	g.Expect(f.Cluster("a")).To(BeNil())
+	g.Expect(finalizers()).NotTo(ContainElement(finalizer))
+
+	cancel()
+	g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
+}
+
+// TestEngageBeforeRun is refused: a provider only engages within Run.
+func TestEngageBeforeRun(t *testing.T) {
+	f := fleet.New(fleet.Options{})
+	if err := f.Engage(context.Background(), fleet.Spec{Name: "a"}); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("Engage before Run = %v, want an error", err)
+	}
+}
+
+func count(lines []string, line string) int {
+	n := 0
+	for _, l := range lines {
+		if l == line {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,209 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/fleet"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+)
+
+// Event reasons on registration Secrets.
+const (
+	ReasonClusterRegistered = "ClusterRegistered"
+	ReasonInvalidKubeconfig = "InvalidKubeconfig"
+	ReasonDuplicateCluster  = "DuplicateClusterName"
+	// ReasonRegistrationRefused: the Secret was written by a mirroring
+	// agent, not by whoever may register clusters, so it registers nothing.
+	ReasonRegistrationRefused = "RegistrationRefused"
+)
+
+// KubeconfigSecrets registers one cluster per kubeconfig Secret in a
+// namespace of the hub's cluster: Cluster API's <cluster>-kubeconfig
+// Secrets (label cluster.x-k8s.io/cluster-name, type cluster.x-k8s.io/secret,
+// key "value") and Secrets with our label fleetmirror.io/cluster-name. The
+// Secret's labels are the cluster's labels. Secrets that are mirrors, that
+// do not parse, that run plugins (unless allowed) or that claim a name
+// taken are refused with a Warning Event on the Secret.
+type KubeconfigSecrets struct {
+	// Config reaches the cluster holding the Secrets.
+	Config *rest.Config
+	// Namespace holds the Secrets.
+	Namespace string
+	// Reserved names a cluster that is not registered by a Secret (the
+	// hub's own).
+	Reserved string
+	// AllowPlugins accepts kubeconfigs with exec and auth-provider plugins.
+	AllowPlugins bool
+	// Recorder records the Events on the Secrets.
+	Recorder record.EventRecorder
+}
+
+// engaged is one cluster a provider engaged.
+type engaged struct {
+	hash   string
+	cancel context.CancelCauseFunc
+}
+
+// Run watches the registration Secrets and engages their clusters until
+// ctx ends.
+func (p *KubeconfigSecrets) Run(ctx context.Context, e fleet.Engager) error {
+	// The core/v1 group client, not the whole clientset: a clientset links
+	// the typed clients of every API group into the binary, megabytes of
+	// code that are paged in and never used.
+	core, err := typedcorev1.NewForConfig(p.Config)
+	if err != nil {
+		return err
+	}
+	trigger := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	// Only labelled Secrets of one namespace are listed: never all Secrets.
+	var informers []cache.SharedIndexInformer
+	for _, key := range []string{annotations.LabelClusterName, clusterv1.ClusterNameLabel} {
+		req, _ := labels.NewRequirement(key, selection.Exists, nil)
+		sel := labels.NewSelector().Add(*req).String()
+		lw := cache.NewFilteredListWatchFromClient(core.RESTClient(), "secrets", p.Namespace,
+			func(lo *metav1.ListOptions) { lo.LabelSelector = sel })
+		inf := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{})
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { poke() },
+			UpdateFunc: func(any, any) { poke() },
+			DeleteFunc: func(any) { poke() },
+		}); err != nil {
+			return err
+		}
+		informers = append(informers, inf)
+		go inf.RunWithContext(ctx)
+	}
+	for _, inf := range informers {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return nil
+		}
+	}
+	s := &secretsSync{p: p, e: e, engaged: map[string]*engaged{}, refused: map[string]string{}}
+	for {
+		s.sync(ctx, informers)
+		e.Listed()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-trigger:
+		}
+	}
+}
+
+// secretsSync is the state of one KubeconfigSecrets run.
+type secretsSync struct {
+	p       *KubeconfigSecrets
+	e       fleet.Engager
+	engaged map[string]*engaged
+	// refused remembers the last refusal reported per Secret.
+	refused map[string]string
+}
+
+// sync makes the engaged clusters match the registration Secrets.
+func (s *secretsSync) sync(ctx context.Context, informers []cache.SharedIndexInformer) {
+	log := ctrl.LoggerFrom(ctx)
+	var secrets []*corev1.Secret
+	seen := map[string]bool{}
+	for _, inf := range informers {
+		for _, o := range inf.GetStore().List() {
+			sec := o.(*corev1.Secret)
+			if _, ok := clusterName(sec); ok && !seen[sec.Namespace+"/"+sec.Name] {
+				seen[sec.Namespace+"/"+sec.Name] = true
+				secrets = append(secrets, sec)
+			}
+		}
+	}
+	// The oldest Secret keeps a name claimed twice, whatever order the
+	// caches list them in.
+	sort.Slice(secrets, func(i, j int) bool {
+		a, b := secrets[i], secrets[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	want := map[string]*registration{}
+	wantSecret := map[string]*corev1.Secret{}
+	for _, sec := range secrets {
+		if why := mirrored(sec); why != "" {
+			s.refuse(sec, ReasonRegistrationRefused, "mirror", why)
+			continue
+		}
+		reg, err := parseRegistration(sec, s.p.AllowPlugins)
+		name, _ := clusterName(sec)
+		switch {
+		case errors.Is(err, errPlugin):
+			s.refuse(sec, ReasonInvalidKubeconfig, "plugin", err.Error())
+		case err != nil:
+			s.refuse(sec, ReasonInvalidKubeconfig, "invalid", err.Error())
+		case name == s.p.Reserved:
+			s.refuse(sec, ReasonDuplicateCluster, "duplicate", fmt.Sprintf("cluster name %q is the hub's own name", name))
+		case want[name] != nil:
+			s.refuse(sec, ReasonDuplicateCluster, "duplicate", fmt.Sprintf("cluster %q is already registered by Secret %s", name, wantSecret[name].Name))
+		default:
+			want[name], wantSecret[name] = reg, sec
+		}
+	}
+	for name, en := range s.engaged {
+		switch reg, ok := want[name]; {
+		case !ok:
+			log.Info("Unregistering cluster", "cluster", name)
+			en.cancel(nil)
+			delete(s.engaged, name)
+		case reg.hash != en.hash:
+			log.Info("Registration changed; connecting to the cluster again", "cluster", name)
+			en.cancel(fleet.ErrReplaced)
+			delete(s.engaged, name)
+		default:
+			s.e.Relabel(name, reg.labels) // labels may change without a reconnect
+		}
+	}
+	for name, reg := range want {
+		if s.engaged[name] != nil {
+			continue
+		}
+		sec := wantSecret[name]
+		cctx, cancel := context.WithCancelCause(ctx)
+		if err := s.e.Engage(cctx, fleet.Spec{Name: name, Config: reg.config, Labels: reg.labels}); err != nil {
+			cancel(nil)
+			s.refuse(sec, ReasonInvalidKubeconfig, "invalid", err.Error())
+			continue
+		}
+		s.engaged[name] = &engaged{hash: reg.hash, cancel: cancel}
+		log.Info("Registering cluster", "cluster", name, "secret", sec.Name)
+		s.p.Recorder.Eventf(sec, corev1.EventTypeNormal, ReasonClusterRegistered, "Cluster %s registered", name)
+	}
+}
+
+// refuse reports a registration Secret that is not used, once per version
+// of the Secret and message: a sync caused by another Secret repeats nothing.
+func (s *secretsSync) refuse(sec *corev1.Secret, reason, metric, msg string) {
+	seen := string(sec.UID) + "/" + sec.ResourceVersion + "/" + msg
+	if s.refused[sec.Namespace+"/"+sec.Name] == seen {
+		return
+	}
+	s.refused[sec.Namespace+"/"+sec.Name] = seen
+	metrics.RegistrationErrors.WithLabelValues(metric).Inc()
+	s.p.Recorder.Eventf(sec, corev1.EventTypeWarning, reason, "%s", msg)
+}
