@@ -161,12 +161,12 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		// Done until the source changes: fixing the rules is an update
 		// event. Not a reconcile.TerminalError, which would change the
 		// retries: controller-runtime (v0.24, reconcileHandler) does not
-		// Forget an item that returns one, so the queue's rate limiter
-		// keeps its failures and the next ordinary error after the fix
-		// backs off longer; and our breaker counts every error, so past
-		// its threshold it would turn this one into a RequeueAfter. It
-		// would also log "Reconciler error" for a user's mistake the
-		// Warning Event already reports.
+		// Forget an item that returns one, so the failures the queue's
+		// rate limiter counted for the source before are kept and its
+		// next ordinary error after the fix backs off longer; and the
+		// breaker counts every error, so past its threshold it would turn
+		// this one into a RequeueAfter. It would also log "Reconciler
+		// error" for a user's mistake the Warning Event already reports.
 		return reconcile.Result{}, nil
 	}
 
@@ -569,7 +569,7 @@ func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key
 	if err != nil {
 		return nil, err
 	}
-	res, err := metadataResource(c, key)
+	res, err := c.MetadataResource(key.GVK, key.Namespace)
 	if err != nil {
 		return nil, err
 	}

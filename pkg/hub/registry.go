@@ -323,8 +323,10 @@ func (r *Registry) startMember(parent context.Context, m *member) {
 	m.cancel = cancel
 	var stopRecorder func()
 	if m.events == nil {
-		if rec, stop, err := agent.NewRecorder(m.cluster.Config, m.cluster.HTTPClient(), FieldManager); err == nil {
+		if rec, stop, err := agent.NewRecorder(m.cluster.RESTConfig(), m.cluster.HTTPClient(), FieldManager); err == nil {
 			m.events, stopRecorder = rec, stop
+		} else {
+			ctrl.LoggerFrom(ctx).Error(err, "Cannot record events in the member cluster", "cluster", m.name)
 		}
 	}
 	go func() {
@@ -510,10 +512,6 @@ func releaseSources(ctx context.Context, c *clusters.Cluster) {
 	defer cancel()
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.Name())
 	for _, gvk := range c.Watched() {
-		mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			continue
-		}
 		for _, src := range c.Sources(gvk) {
 			fins := src.GetFinalizers()
 			if !slices.Contains(fins, Finalizer) {
@@ -523,8 +521,11 @@ func releaseSources(ctx context.Context, c *clusters.Cluster) {
 				"resourceVersion": src.GetResourceVersion(),
 				"finalizers":      slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == Finalizer }),
 			}})
-			_, err := c.Metadata.Resource(mapping.Resource).Namespace(src.GetNamespace()).
-				Patch(ctx, src.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+			res, err := c.MetadataResource(gvk, src.GetNamespace())
+			if err != nil {
+				break // the kind is unknown: skip it
+			}
+			_, err = res.Patch(ctx, src.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 			if err != nil && !apierrors.IsNotFound(err) {
 				log.Info("Could not remove the hub's finalizer from a source of a cluster leaving the fleet; remove it by hand",
 					"gvk", gvk.String(), "namespace", src.GetNamespace(), "name", src.GetName(), "finalizer", Finalizer, "error", err.Error())
