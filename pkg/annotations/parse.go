@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
+	"github.com/fleetmirror/fleetmirror/pkg/transform"
 )
 
 // MaxAnnotationLength bounds AnnotationTargetNamespaces. A longer value is
@@ -79,9 +80,25 @@ type Request struct {
 	MaxTargets int
 	// ClusterSelector limits the clusters Remote entries reach; nil selects all.
 	ClusterSelector labels.Selector
-	// Problems describes every invalid part of the annotations. Valid
-	// entries beside an invalid one are still in Local and Remote.
+	// Transform holds the parsed AnnotationTransform; nil when the source
+	// has none or its rules are invalid.
+	Transform *Transform
+	// TransformErr says why the rules of AnnotationTransform are invalid.
+	// Unlike Problems it stops all mirroring of the source: mirroring
+	// content its owner meant to change would be a surprise write.
+	TransformErr error
+	// Problems describes every other invalid part of the annotations.
+	// Valid entries beside an invalid one are still in Local and Remote.
 	Problems []string
+}
+
+// Transform is a source's parsed AnnotationTransform and
+// AnnotationTransformStrict, as desired.Build applies them.
+type Transform struct {
+	Rules *transform.Rules
+	// Strict skips a target when any rule fails for it, instead of
+	// skipping only the failing rules.
+	Strict bool
 }
 
 // Active reports whether the source asks to be mirrored at all.
@@ -113,6 +130,15 @@ func Parse(objLabels, objAnnotations map[string]string) Request {
 			sel = labels.Nothing()
 		}
 		r.ClusterSelector = sel
+	}
+	if text, ok := objAnnotations[AnnotationTransform]; ok {
+		// Rules may not write our own keys: they prove who owns a mirror.
+		rules, err := transform.Parse(text, transform.DefaultLimits(), Prefix)
+		if err != nil {
+			r.TransformErr = err
+		} else {
+			r.Transform = &Transform{Rules: rules, Strict: objAnnotations[AnnotationTransformStrict] == "true"}
+		}
 	}
 	return r
 }

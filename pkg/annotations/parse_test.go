@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -89,6 +90,58 @@ func TestParseSwitchesAndLimits(t *testing.T) {
 			}
 			if tt.rejects != nil && r.ClusterSelector.Matches(labelSet(tt.rejects)) {
 				t.Errorf("selector %v selects %v", r.ClusterSelector, tt.rejects)
+			}
+		})
+	}
+}
+
+func TestParseTransform(t *testing.T) {
+	const valid = "rules:\n- {path: data.k, value: v}"
+	manyRules := func(n int) string {
+		var b strings.Builder
+		b.WriteString("rules:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "- {path: data.k%d, value: v}\n", i)
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name    string
+		ann     map[string]string
+		rules   bool   // a parsed Transform is expected
+		strict  bool   // and its Strict
+		wantErr string // TransformErr contains it; "" means none
+	}{
+		{name: "absent", ann: map[string]string{}},
+		{name: "strict alone is no transform", ann: map[string]string{AnnotationTransformStrict: "true"}},
+		{name: "valid", ann: map[string]string{AnnotationTransform: valid}, rules: true},
+		{name: "strict", ann: map[string]string{AnnotationTransform: valid, AnnotationTransformStrict: "true"}, rules: true, strict: true},
+		{name: "strict only when true", ann: map[string]string{AnnotationTransform: valid, AnnotationTransformStrict: "yes"}, rules: true},
+		{name: "empty rules", ann: map[string]string{AnnotationTransform: ""}, rules: true},
+		{name: "unknown field", ann: map[string]string{AnnotationTransform: "rules: [{path: data.k, colour: red}]"}, wantErr: "rules[0]"},
+		{name: "invalid rule", ann: map[string]string{AnnotationTransform: "rules:\n- {path: data.k}"}, wantErr: "exactly one of"},
+		{name: "own key reserved", ann: map[string]string{AnnotationTransform: "rules:\n- {path: metadata.labels, merge: {" + LabelMirror + ": x}}"}, wantErr: "belong to the agent"},
+		{name: "rule count limit", ann: map[string]string{AnnotationTransform: manyRules(51)}, wantErr: "51 rules, over the limit of 50"},
+		{name: "rule count at limit", ann: map[string]string{AnnotationTransform: manyRules(50)}, rules: true},
+		{name: "size limit", ann: map[string]string{AnnotationTransform: valid + "\n#" + strings.Repeat("x", 10<<10)}, wantErr: "over the limit of 10240"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Parse(nil, tt.ann)
+			if (r.Transform != nil) != tt.rules {
+				t.Fatalf("Transform = %+v, want one: %v (error %v)", r.Transform, tt.rules, r.TransformErr)
+			}
+			if r.Transform != nil && r.Transform.Strict != tt.strict {
+				t.Errorf("Strict = %v, want %v", r.Transform.Strict, tt.strict)
+			}
+			switch {
+			case tt.wantErr == "" && r.TransformErr != nil:
+				t.Errorf("TransformErr = %v, want none", r.TransformErr)
+			case tt.wantErr != "" && (r.TransformErr == nil || !strings.Contains(r.TransformErr.Error(), tt.wantErr)):
+				t.Errorf("TransformErr = %v, want one containing %q", r.TransformErr, tt.wantErr)
+			}
+			if len(r.Problems) != 0 {
+				t.Errorf("problems = %q: an invalid transform is not an annotation problem", r.Problems)
 			}
 		})
 	}

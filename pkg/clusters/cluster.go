@@ -64,11 +64,11 @@ type Options struct {
 
 // Cluster is one API server with the watches kept on it.
 type Cluster struct {
-	opts     Options
-	Config   *rest.Config
-	Dynamic  dynamic.Interface
-	Metadata metadata.Interface
-	Mapper   meta.ResettableRESTMapper
+	opts   Options
+	config *rest.Config
+	dyn    dynamic.Interface
+	md     metadata.Interface
+	mapper meta.ResettableRESTMapper
 
 	namespaces cache.SharedIndexInformer
 	httpClient *http.Client
@@ -99,13 +99,13 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	// The cluster's own dialer, so that Close can close its connections;
 	// it also keeps client-go from sharing the transport with other
 	// clients of the same credentials (its cache keys on the dialer).
-	conns := &connTracker{}
-	cfg.Dial = conns.dialer(cfg.Dial)
+	dialer := trackedDialer(cfg.Dial)
+	cfg.Dial = dialer.DialContext
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
 	}
-	transport := &closingTransport{next: httpClient.Transport, conns: conns}
+	transport := &closingTransport{next: httpClient.Transport, conns: dialer.ConnectionTracker}
 	httpClient.Transport = transport
 	c, err := newWithHTTPClient(cfg, httpClient, opts)
 	if err != nil {
@@ -123,6 +123,12 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 // HTTPClient is the client every request to the cluster goes through; its
 // connections are closed by Close.
 func (c *Cluster) HTTPClient() *http.Client { return c.httpClient }
+
+// RESTConfig returns a copy of the configuration the cluster's clients were
+// built from, for a client the Cluster does not provide (the hub's event
+// recorder of a member). Give it HTTPClient, so that its requests go
+// through the cluster's connections and end with them.
+func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.config) }
 
 // Ping asks the API server whether it is ready.
 func (c *Cluster) Ping(ctx context.Context) error {
@@ -172,10 +178,10 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 	c := &Cluster{
 		meta:     metaREST,
 		opts:     opts,
-		Config:   cfg,
-		Dynamic:  dyn,
-		Metadata: md,
-		Mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		config:   cfg,
+		dyn:      dyn,
+		md:       md,
+		mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
 		disco:    disco,
 		kinds:    map[schema.GroupVersionKind]*kindWatch{},
 		health:   newHealth(),
@@ -367,7 +373,7 @@ func (c *Cluster) informer(gvr schema.GroupVersionResource, sel labels.Selector,
 		idx = cache.Indexers{}
 	}
 	idx[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.Dynamic, gvr, metav1.NamespaceAll, c.opts.Resync, idx,
+	inf := dynamicinformer.NewFilteredDynamicInformer(c.dyn, gvr, metav1.NamespaceAll, c.opts.Resync, idx,
 		func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }).Informer()
 	// SetTransform fails only once the informer runs; it has not started.
 	_ = inf.SetTransform(transform)
@@ -533,7 +539,17 @@ func (c *Cluster) Resource(gvk schema.GroupVersionKind, namespace string) (dynam
 	if err != nil {
 		return nil, err
 	}
-	return c.Dynamic.Resource(mapping.Resource).Namespace(namespace), nil
+	return c.dyn.Resource(mapping.Resource).Namespace(namespace), nil
+}
+
+// MetadataResource returns the metadata-only client of kind gvk in
+// namespace (metav1.NamespaceAll: every namespace).
+func (c *Cluster) MetadataResource(gvk schema.GroupVersionKind, namespace string) (metadata.ResourceInterface, error) {
+	mapping, err := c.mapping(gvk)
+	if err != nil {
+		return nil, err
+	}
+	return c.md.Resource(mapping.Resource).Namespace(namespace), nil
 }
 
 // Objects returns the client mirrors of kind gvk in namespace are written
@@ -544,7 +560,7 @@ func (c *Cluster) Objects(gvk schema.GroupVersionKind, namespace string) (*Objec
 		return nil, err
 	}
 	return &Objects{
-		ResourceInterface: c.Dynamic.Resource(mapping.Resource).Namespace(namespace),
+		ResourceInterface: c.dyn.Resource(mapping.Resource).Namespace(namespace),
 		meta:              c.meta, gvr: mapping.Resource, ns: namespace,
 	}, nil
 }
@@ -552,7 +568,7 @@ func (c *Cluster) Objects(gvk schema.GroupVersionKind, namespace string) (*Objec
 // mapping resolves gvk by discovery, which may go to the network: never
 // call it under c.mu.
 func (c *Cluster) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
 	}

@@ -60,7 +60,7 @@ func (c *Cluster) MarkDown(reason string) {
 	c.health.mu.Unlock()
 	cancel(down)
 	if c.transport != nil {
-		c.transport.conns.closeAll()
+		c.transport.conns.CloseAll()
 	}
 }
 

@@ -95,20 +95,6 @@ func NewKinds(o KindOptions) *Kinds {
 		idleSince: map[schema.GroupVersionKind]time.Time{}, needed: map[schema.GroupVersionKind]bool{}, trigger: make(chan struct{}, 1)}
 }
 
-// Needed lists the kinds watched now, sorted.
-func (k *Kinds) Needed() []schema.GroupVersionKind {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	out := make([]schema.GroupVersionKind, 0, len(k.needed))
-	for gvk, ok := range k.needed {
-		if ok {
-			out = append(out, gvk)
-		}
-	}
-	slices.SortFunc(out, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
-	return out
-}
-
 // Run adjusts the watches of the clusters listed by clusters every
 // ProbeInterval until ctx ends.
 func (k *Kinds) Run(ctx context.Context, clusters func() []*Cluster) {
@@ -270,13 +256,13 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 }
 
 func (c *Cluster) probe(ctx context.Context, gvk schema.GroupVersionKind, selector string) (bool, error) {
-	mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	res, err := c.MetadataResource(gvk, metav1.NamespaceAll)
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	list, err := c.Metadata.Resource(mapping.Resource).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 1})
+	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 1})
 	if err != nil {
 		return false, err
 	}
@@ -299,7 +285,7 @@ func (k *Kinds) candidates(ctx context.Context, c *Cluster) ([]schema.GroupVersi
 	if err != nil {
 		return nil, err
 	}
-	c.Mapper.Reset() // CRDs may have come or gone
+	c.mapper.Reset() // CRDs may have come or gone
 	k.mu.Lock()
 	k.discovered[c.Name()], k.discoveredAt[c.Name()] = kinds, time.Now()
 	k.mu.Unlock()

@@ -1,7 +1,6 @@
 package clusters
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/util/connrotation"
 )
 
 // errClosed fails requests to a cluster after Close.
@@ -22,15 +22,23 @@ var errClosed = errors.New("the cluster was closed")
 // stream whose body was just closed, and skip the connection when asked to
 // close the idle ones.
 //
-// Written by hand: client-go has no way to close one client's connections
-// for good. CloseIdleConnections leaves those that still carry a request
-// (a watch being torn down, a write of a reconcile that started before the
-// cluster left), and a reconcile holding the cluster afterwards would open
-// new ones; each lingers with its goroutines until the idle timeout, which
-// a hub whose clusters come and go cannot afford.
+// client-go has no way to close one client's connections for good.
+// CloseIdleConnections leaves those that still carry a request (a watch
+// being torn down, a write of a reconcile that started before the cluster
+// left), and a reconcile holding the cluster afterwards would open new
+// ones; each lingers with its goroutines until the idle timeout, which a hub
+// whose clusters come and go cannot afford. The connections are tracked by
+// client-go's connrotation (the dialer client-go's exec credential plugins
+// use to drop connections when credentials rotate), and closed with its
+// CloseAll. The rest is ours, because connrotation knows connections, not
+// requests: CloseAll closes every connection at once, streams in flight
+// included, and "new connections may get created before CloseAll returns"
+// (its doc), so it neither refuses later requests nor waits for the last
+// one in flight. Counting requests (a request ends when its response body is
+// closed) must happen at the RoundTripper, here.
 type closingTransport struct {
 	next  http.RoundTripper
-	conns *connTracker // the connections next dials
+	conns *connrotation.ConnectionTracker // the connections next dials
 
 	mu       sync.Mutex
 	closed   bool
@@ -73,7 +81,7 @@ func (t *closingTransport) close() {
 
 func (t *closingTransport) closeConns() {
 	utilnet.CloseIdleConnectionsFor(t.next)
-	t.conns.closeAll()
+	t.conns.CloseAll()
 }
 
 func (t *closingTransport) done() {
@@ -98,57 +106,12 @@ func (b *trackedBody) Close() error {
 	return err
 }
 
-// connTracker remembers the connections a dialer opened and not yet closed.
-type connTracker struct {
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-// dialer wraps next (nil: a plain TCP dialer with client-go's timeouts) so
-// that its connections are tracked.
-func (t *connTracker) dialer(next func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// trackedDialer wraps next (nil: a plain TCP dialer with client-go's
+// timeouts; connrotation has no default of its own) so that its connections
+// are tracked and CloseAll closes them.
+func trackedDialer(next connrotation.DialFunc) *connrotation.Dialer {
 	if next == nil {
 		next = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := next(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		tc := &trackedConn{Conn: c, t: t}
-		t.mu.Lock()
-		if t.conns == nil {
-			t.conns = map[net.Conn]struct{}{}
-		}
-		t.conns[tc] = struct{}{}
-		t.mu.Unlock()
-		return tc, nil
-	}
-}
-
-func (t *connTracker) closeAll() {
-	t.mu.Lock()
-	conns := make([]net.Conn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
-
-type trackedConn struct {
-	net.Conn
-	t    *connTracker
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.t.mu.Lock()
-		delete(c.t.conns, c)
-		c.t.mu.Unlock()
-	})
-	return c.Conn.Close()
+	return connrotation.NewDialer(next)
 }

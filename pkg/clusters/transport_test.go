@@ -42,8 +42,8 @@ func TestClosingTransport(t *testing.T) {
 		return len(open)
 	}
 
-	conns := &connTracker{}
-	tr := &closingTransport{next: &http.Transport{DialContext: conns.dialer(nil)}, conns: conns}
+	dialer := trackedDialer(nil)
+	tr := &closingTransport{next: &http.Transport{DialContext: dialer.DialContext}, conns: dialer.ConnectionTracker}
 	client := &http.Client{Transport: tr}
 	resp, err := client.Get(srv.URL + "/once")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -29,7 +30,6 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
-	"github.com/fleetmirror/fleetmirror/pkg/transform"
 )
 
 // Reconciler keeps the mirrors of sources where their annotations say.
@@ -54,19 +54,6 @@ type Reconciler struct {
 	// made on first use.
 	refusals     *rate.Limiter
 	refusalsOnce sync.Once
-}
-
-// parseTransform returns the source's transform rules, nil when it has none.
-func parseTransform(src *unstructured.Unstructured) (*desired.Transform, error) {
-	text, ok := src.GetAnnotations()[annotations.AnnotationTransform]
-	if !ok {
-		return nil, nil
-	}
-	rules, err := transform.Parse(text, transform.DefaultLimits())
-	if err != nil {
-		return nil, err
-	}
-	return &desired.Transform{Rules: rules, Strict: src.GetAnnotations()[annotations.AnnotationTransformStrict] == "true"}, nil
 }
 
 // retryStale is how soon a source is looked at again when the cache is
@@ -135,24 +122,36 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	}
 
 	// 3. Fetch the source from the API server when asked to: the cache may
-	// lag behind another writer of the source.
+	// lag behind another writer of the source. The mirrors are built from
+	// the fresh object, so its transform rules are the ones that count; the
+	// plan stays that of the cached object.
 	if r.opts.VerifySourceFreshness {
 		fresh, err := r.getSource(ctx, c, key)
 		if err != nil || fresh == nil {
 			return reconcile.Result{RequeueAfter: retryStale}, err
 		}
 		src = fresh
+		freshReq := annotations.Parse(src.GetLabels(), src.GetAnnotations())
+		req.Transform, req.TransformErr = freshReq.Transform, freshReq.TransformErr
 	}
 
 	// 4. Report what the annotations got wrong or could not reach. Invalid
 	// transform rules stop everything: mirroring untransformed content the
 	// owner meant to change would be a surprise write.
 	r.reportPlan(c, src, plan)
-	tr, err := parseTransform(src)
-	if r.warnIf(c, src, ReasonInvalidTransform, err != nil, "Nothing written or removed until the rules are fixed: %v", err) {
+	if r.warnIf(c, src, ReasonInvalidTransform, req.TransformErr != nil, "Nothing written or removed until the rules are fixed: %v", req.TransformErr) {
 		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Inc()
 	}
-	if err != nil {
+	if req.TransformErr != nil {
+		// Done until the source changes: fixing the rules is an update
+		// event. Not a reconcile.TerminalError, which would change the
+		// retries: controller-runtime (v0.24, reconcileHandler) does not
+		// Forget an item that returns one, so the failures the queue's
+		// rate limiter counted for the source before are kept and its
+		// next ordinary error after the fix backs off longer; and the
+		// breaker counts every error, so past its threshold it would turn
+		// this one into a RequeueAfter. It would also log "Reconciler
+		// error" for a user's mistake the Warning Event already reports.
 		return reconcile.Result{}, nil
 	}
 
@@ -161,15 +160,16 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	// from the finalizer write and does not conflict with it.
 	var meta metav1.Object = src
 	if !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
+		var err error
 		if meta, err = r.patchSource(ctx, c, key, src, true, nil); err != nil {
-			return reconcile.Result{}, ignoreNotFound(err)
+			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 		src = src.DeepCopy() // the cached object is shared: copy before changing
 		src.SetFinalizers(meta.GetFinalizers())
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
-	sum, stale := r.applyTargets(ctx, key, src, tr, plan.Targets, observedAt, r.opts.VerifySourceFreshness)
+	sum, stale := r.applyTargets(ctx, key, src, req.Transform, plan.Targets, observedAt, r.opts.VerifySourceFreshness)
 	if len(stale) > 0 {
 		// Some mirror claims newer content than our cached source. Ask the
 		// API server: if the cache is current, the claim is wrong.
@@ -180,7 +180,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		if fresh == nil || fresh.GetResourceVersion() != src.GetResourceVersion() {
 			return reconcile.Result{RequeueAfter: retryStale}, nil
 		}
-		again, _ := r.applyTargets(ctx, key, src, tr, stale, observedAt, true)
+		again, _ := r.applyTargets(ctx, key, src, req.Transform, stale, observedAt, true)
 		sum.add(again)
 	}
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, plan.Covered))
@@ -250,7 +250,7 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 	if live != nil && slices.Contains(live.GetFinalizers(), r.opts.Identity.Finalizer) {
 		fins := withoutFinalizer(live.GetFinalizers(), r.opts.Identity.Finalizer)
 		if _, err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil); err != nil {
-			return reconcile.Result{}, ignoreNotFound(err)
+			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
 	if live != nil && sum.deleted > 0 {
@@ -286,13 +286,13 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 		part = new(string) // clear our part of the status
 	}
 	_, err := r.patchSource(ctx, c, key, src, false, part)
-	return reconcile.Result{}, ignoreNotFound(err)
+	return reconcile.Result{}, client.IgnoreNotFound(err)
 }
 
 // applyTargets writes the mirror of src into every target, in parallel.
 // Targets whose mirror claims newer source content than src are not
 // written and not counted; they are returned for the caller to decide.
-func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *desired.Transform, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
+func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *annotations.Transform, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
 	results := make([]result, len(tgts))
 	opts := r.build
 	opts.SourceCluster = key.Cluster
@@ -379,7 +379,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Not written until the clusters are back: %s", joinLimited(plan.unreachable()))
 	if r.opts.WriteStatus && plan.Pending == 0 {
 		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
-			return reconcile.Result{}, ignoreNotFound(err)
+			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
 	if err := sum.err(); err != nil {
@@ -554,7 +554,7 @@ func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key
 	if err != nil {
 		return nil, err
 	}
-	res, err := metadataResource(c, key)
+	res, err := c.MetadataResource(key.GVK, key.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -573,13 +573,6 @@ func withoutFinalizer(fins []string, f string) []string {
 		}
 	}
 	return out
-}
-
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }
 
 // errs collects target errors into one.

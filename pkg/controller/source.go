@@ -6,7 +6,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/metadata"
 
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 )
@@ -14,7 +13,7 @@ import (
 // getSourceMetadata reads a source's metadata from the API server; nil when
 // it does not exist.
 func (r *Reconciler) getSourceMetadata(ctx context.Context, c *clusters.Cluster, key Key) (*metav1.PartialObjectMetadata, error) {
-	res, err := metadataResource(c, key)
+	res, err := c.MetadataResource(key.GVK, key.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -44,12 +43,4 @@ func (r *Reconciler) getSource(ctx context.Context, c *clusters.Cluster, key Key
 		return nil, nil
 	}
 	return u, clusters.CallError(callCtx, err)
-}
-
-func metadataResource(c *clusters.Cluster, key Key) (metadata.ResourceInterface, error) {
-	mapping, err := c.Mapper.RESTMapping(key.GVK.GroupKind(), key.GVK.Version)
-	if err != nil {
-		return nil, err
-	}
-	return c.Metadata.Resource(mapping.Resource).Namespace(key.Namespace), nil
 }

@@ -131,14 +131,6 @@ type Target struct {
 	Namespace string
 }
 
-// Transform is a source's parsed fleetmirror.io/transform rules.
-type Transform struct {
-	Rules *transform.Rules
-	// Strict skips a target when any rule fails for it, instead of
-	// skipping only the failing rules.
-	Strict bool
-}
-
 // Build returns the mirror of src in target: content, labels and
 // annotations copied, tr's rules applied (may be nil), then our labels,
 // source reference and content hash stamped. The hash covers the
@@ -147,7 +139,7 @@ type Transform struct {
 // skipped; err says the target gets no mirror at all (a strict rule
 // failure, or an object over the size limit). The result shares no memory
 // with src.
-func Build(src *unstructured.Unstructured, target Target, o Options, tr *Transform) (m *unstructured.Unstructured, ruleErrs []error, err error) {
+func Build(src *unstructured.Unstructured, target Target, o Options, tr *annotations.Transform) (m *unstructured.Unstructured, ruleErrs []error, err error) {
 	m = &unstructured.Unstructured{Object: deepCopy(Content(src))}
 	m.SetAPIVersion(src.GetAPIVersion())
 	m.SetKind(src.GetKind())

@@ -213,7 +213,7 @@ func TestBuildWithTransform(t *testing.T) {
     namespacePattern: "prod-*"
   - path: data.missing[0]
     value: x
-`, transform.DefaultLimits())
+`, transform.DefaultLimits(), annotations.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestBuildWithTransform(t *testing.T) {
 		{"strict skips the target", Target{Cluster: "eu-1", Namespace: "team-a"}, true, "", true},
 	}
 	for _, tt := range tests {
-		m, ruleErrs, err := Build(source(), tt.target, Options{SourceCluster: "hub", ManagedBy: "hub"}, &Transform{Rules: rules, Strict: tt.strict})
+		m, ruleErrs, err := Build(source(), tt.target, Options{SourceCluster: "hub", ManagedBy: "hub"}, &annotations.Transform{Rules: rules, Strict: tt.strict})
 		if len(ruleErrs) != 1 {
 			t.Errorf("%s: rule errors = %v, want the one failing rule", tt.name, ruleErrs)
 		}

@@ -278,7 +278,7 @@ func (f *Fleet) start(parent context.Context, c *connection) {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.spec.Name)
 	var stopRecorder func()
 	if c.events == nil {
-		rec, stop, err := NewRecorder(c.cluster.Config, c.cluster.HTTPClient(), f.opts.FieldManager)
+		rec, stop, err := NewRecorder(c.cluster.RESTConfig(), c.cluster.HTTPClient(), f.opts.FieldManager)
 		if err != nil {
 			log.Error(err, "Cannot record Events in the cluster")
 		} else {

@@ -24,10 +24,6 @@ func releaseSources(ctx context.Context, c *clusters.Cluster, finalizer, fieldMa
 	defer cancel()
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.Name())
 	for _, gvk := range c.Watched() {
-		mapping, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			continue
-		}
 		for _, src := range c.Sources(gvk) {
 			fins := src.GetFinalizers()
 			if !slices.Contains(fins, finalizer) {
@@ -37,7 +33,11 @@ func releaseSources(ctx context.Context, c *clusters.Cluster, finalizer, fieldMa
 				"resourceVersion": src.GetResourceVersion(),
 				"finalizers":      slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == finalizer }),
 			}})
-			_, err := c.Metadata.Resource(mapping.Resource).Namespace(src.GetNamespace()).Patch(ctx, src.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+			res, err := c.MetadataResource(gvk, src.GetNamespace())
+			if err != nil {
+				continue
+			}
+			_, err = res.Patch(ctx, src.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 			if err != nil && !apierrors.IsNotFound(err) {
 				log.Info("Could not remove the finalizer from a source of a cluster leaving the fleet; remove it by hand",
 					"gvk", gvk.String(), "namespace", src.GetNamespace(), "name", src.GetName(), "finalizer", finalizer, "error", err.Error())

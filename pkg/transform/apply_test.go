@@ -244,7 +244,7 @@ metadata: {labels: {environment: production}}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := Parse(tt.rules, DefaultLimits())
+			r, err := Parse(tt.rules, DefaultLimits(), reservedKeys)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -267,7 +267,7 @@ metadata: {labels: {environment: production}}
 // TestApplyCopiesValues checks that objects never share a rule's values:
 // changing one mirror must not change the rules or the next mirror.
 func TestApplyCopiesValues(t *testing.T) {
-	r, err := Parse("rules:\n- {path: spec.v, value: {a: [1]}}\n- {path: spec.m, merge: {b: {c: d}}}", DefaultLimits())
+	r, err := Parse("rules:\n- {path: spec.v, value: {a: [1]}}\n- {path: spec.m, merge: {b: {c: d}}}", DefaultLimits(), reservedKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestApplyObjectTooLarge(t *testing.T) {
 	l := Limits{MaxOutput: 1000}
 	// 900 bytes of template output under a 1000 byte limit, into an
 	// object that already has 200.
-	r, err := Parse("rules:\n- {path: data.a, template: '{{ replace \"x\" \"xxxxxxxxxx\" \""+strings.Repeat("x", 90)+"\" }}'}\n- {path: data.b, value: ok}", l)
+	r, err := Parse("rules:\n- {path: data.a, template: '{{ replace \"x\" \"xxxxxxxxxx\" \""+strings.Repeat("x", 90)+"\" }}'}\n- {path: data.b, value: ok}", l, reservedKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestApplyObjectTooLarge(t *testing.T) {
 	// An object over the limit before any rule is too large as well.
 	big := decode(t, configMap)
 	big["data"].(map[string]any)["big"] = strings.Repeat("<", 200) // 6 bytes each in JSON
-	r, err = Parse("rules:\n- {path: data.b, value: ok}", l)
+	r, err = Parse("rules:\n- {path: data.b, value: ok}", l, reservedKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestApplyNil(t *testing.T) {
 	if errs := r.Apply(map[string]any{}, target, false); errs != nil {
 		t.Errorf("nil Rules: %v", errs)
 	}
-	r, err := Parse("rules:\n- {path: data.a, value: x}", DefaultLimits())
+	r, err := Parse("rules:\n- {path: data.a, value: x}", DefaultLimits(), reservedKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestApplyNil(t *testing.T) {
 	}
 	// Typed nil maps inside an object are missing maps.
 	obj := map[string]any{"data": map[string]any(nil), "spec": map[string]any(nil)}
-	r, err = Parse("rules:\n- {path: data.a, value: x}\n- {path: spec, merge: {b: y}}\n- {path: spec.c, delete: true}", DefaultLimits())
+	r, err = Parse("rules:\n- {path: data.a, value: x}\n- {path: spec, merge: {b: y}}\n- {path: spec.c, delete: true}", DefaultLimits(), reservedKeys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
-// Package transform is part of the "build desired mirror" stage of the
-// mirroring pipeline (parse → resolve → build → apply): it parses the rules
-// of a source's fleetmirror.io/transform annotation and applies them to the
-// mirror built for each target. It is pure: no client.
+// Package transform holds the rules of a source's fleetmirror.io/transform
+// annotation. They serve two stages of the mirroring pipeline (parse →
+// resolve → build → apply): pkg/annotations parses them with the other
+// annotations (Parse), and pkg/desired applies them to the mirror built for
+// each target (Rules.Apply). It depends on neither: the keys it must not
+// write are passed in. It is pure: no client.
 //
 // # Rules
 //
@@ -53,8 +55,8 @@
 //
 // Rules may not touch the mirror's identity and bookkeeping (apiVersion,
 // kind, metadata.name, namespace, uid, resourceVersion, ownerReferences,
-// finalizers and the like, status), nor fleetmirror.io/ labels and
-// annotations.
+// finalizers and the like, status), nor the labels and annotations under
+// the key prefix the caller reserves (fleetmirror.io/ for the agent).
 //
 // # Templates
 //

@@ -69,7 +69,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		r, err := Parse(text, DefaultLimits())
+		r, err := Parse(text, DefaultLimits(), reservedKeys)
 		if err != nil {
 			return
 		}
@@ -84,7 +84,7 @@ func FuzzParse(f *testing.F) {
 			if err != nil || !equalPaths(again, ru.path) {
 				t.Fatalf("rules[%d]: path %q does not round-trip: %v", i, ru.path, err)
 			}
-			if err := checkWritable(ru.path, ru.value, ru.merge); err != nil {
+			if err := checkWritable(ru.path, ru.value, ru.merge, reservedKeys); err != nil {
 				t.Fatalf("rules[%d]: accepted a rule that is not writable: %v", i, err)
 			}
 			ok := map[action]bool{
@@ -104,7 +104,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}
-		r2, err := Parse(out, Limits{MaxBytes: 1 << 30})
+		r2, err := Parse(out, Limits{MaxBytes: 1 << 30}, reservedKeys)
 		if err != nil {
 			t.Fatalf("Parse of marshalled rules %q: %v", out, err)
 		}

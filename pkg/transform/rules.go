@@ -11,7 +11,6 @@ import (
 	kjson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
 
@@ -90,9 +89,11 @@ type rule struct {
 // Everything that can be checked without an object is checked here: the
 // limits on size and rule count, unknown fields, paths, patterns, and
 // templates (syntax, unknown functions, and the forbidden actions range,
-// template, define and block). Errors name the rule by its index,
-// rules[i], and all rule errors are reported together.
-func Parse(text string, l Limits) (*Rules, error) {
+// template, define and block), and that no rule writes a label or
+// annotation key under reservedKeyPrefix (the caller's own keys; "" reserves
+// none). Errors name the rule by its index, rules[i], and all rule errors
+// are reported together.
+func Parse(text string, l Limits, reservedKeyPrefix string) (*Rules, error) {
 	l = l.withDefaults()
 	if len(text) > l.MaxBytes {
 		return nil, fmt.Errorf("rules are %d bytes, over the limit of %d", len(text), l.MaxBytes)
@@ -119,7 +120,7 @@ func Parse(text string, l Limits) (*Rules, error) {
 			errs = append(errs, fmt.Errorf("rules[%d]: %w", i, err))
 			continue
 		}
-		ru, err := compile(spec, l)
+		ru, err := compile(spec, l, reservedKeyPrefix)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rules[%d]: %w", i, err))
 			continue
@@ -134,7 +135,7 @@ func Parse(text string, l Limits) (*Rules, error) {
 }
 
 // compile validates one rule.
-func compile(spec ruleSpec, l Limits) (rule, error) {
+func compile(spec ruleSpec, l Limits, reservedKeyPrefix string) (rule, error) {
 	if spec.Path == "" {
 		return rule{}, fmt.Errorf("path is required")
 	}
@@ -211,7 +212,7 @@ func compile(spec ruleSpec, l Limits) (rule, error) {
 		}
 	}
 
-	if err := checkWritable(p, ru.value, ru.merge); err != nil {
+	if err := checkWritable(p, ru.value, ru.merge, reservedKeyPrefix); err != nil {
 		return rule{}, err
 	}
 	return ru, nil
@@ -240,37 +241,37 @@ var reserved = func() []fieldPath {
 	return out
 }()
 
-// checkWritable rejects rules that would touch a reserved field or a
-// fleetmirror.io/ label or annotation (the agent's own keys: the source
-// reference, the hash and the mirror labels that prove ownership), whether
-// by path or by a key inside a value or merge map.
-func checkWritable(p fieldPath, value any, merge map[string]any) error {
+// checkWritable rejects rules that would touch a reserved field or a label
+// or annotation key under reservedKeyPrefix (the agent's own keys: the
+// source reference, the hash and the mirror labels that prove ownership),
+// whether by path or by a key inside a value or merge map.
+func checkWritable(p fieldPath, value any, merge map[string]any, reservedKeyPrefix string) error {
 	for _, r := range reserved {
 		if p.hasPrefix(r) || r.hasPrefix(p) {
 			return fmt.Errorf("path %s: %s is managed by the agent or the API server", p, r)
 		}
 	}
-	if isControlKey(p) {
-		return fmt.Errorf("path %s: keys under %s belong to the agent", p, annotations.Prefix)
+	if isControlKey(p, reservedKeyPrefix) {
+		return fmt.Errorf("path %s: keys under %s belong to the agent", p, reservedKeyPrefix)
 	}
 	m, _ := value.(map[string]any)
 	if merge != nil {
 		m = merge
 	}
 	for k := range m {
-		if isControlKey(append(p[:len(p):len(p)], segment{key: k})) {
-			return fmt.Errorf("path %s: key %q: keys under %s belong to the agent", p, k, annotations.Prefix)
+		if isControlKey(append(p[:len(p):len(p)], segment{key: k}), reservedKeyPrefix) {
+			return fmt.Errorf("path %s: key %q: keys under %s belong to the agent", p, k, reservedKeyPrefix)
 		}
 	}
 	return nil
 }
 
 // isControlKey reports whether p is metadata.labels[K] or
-// metadata.annotations[K] with K a fleetmirror.io/ key.
-func isControlKey(p fieldPath) bool {
-	return len(p) == 3 && p[0] == segment{key: "metadata"} &&
+// metadata.annotations[K] with K under reservedKeyPrefix.
+func isControlKey(p fieldPath, reservedKeyPrefix string) bool {
+	return reservedKeyPrefix != "" && len(p) == 3 && p[0] == segment{key: "metadata"} &&
 		(p[1] == segment{key: "labels"} || p[1] == segment{key: "annotations"}) &&
-		!p[2].isIndex && strings.HasPrefix(p[2].key, annotations.Prefix)
+		!p[2].isIndex && strings.HasPrefix(p[2].key, reservedKeyPrefix)
 }
 
 // matches reports whether the rule applies to target t.

@@ -6,6 +6,10 @@ import (
 	"testing"
 )
 
+// reservedKeys is the key prefix the agent reserves, annotations.Prefix
+// (which this package cannot import: annotations imports it).
+const reservedKeys = "fleetmirror.io/"
+
 // issueExample is the example of the fleetmirror.io/transform annotation in
 // the issue that specifies it.
 const issueExample = `rules:
@@ -90,7 +94,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := Parse(tt.text, DefaultLimits())
+			r, err := Parse(tt.text, DefaultLimits(), reservedKeys)
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatalf("Parse succeeded, want an error containing %q", tt.wantErr)
@@ -117,15 +121,15 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseAtLimits(t *testing.T) {
-	if _, err := Parse(manyRules(50), DefaultLimits()); err != nil {
+	if _, err := Parse(manyRules(50), DefaultLimits(), reservedKeys); err != nil {
 		t.Errorf("50 rules: %v", err)
 	}
 	text := "rules:\n- path: data.x\n  value: "
 	text += strings.Repeat("x", 10<<10-len(text))
-	if _, err := Parse(text, DefaultLimits()); err != nil {
+	if _, err := Parse(text, DefaultLimits(), reservedKeys); err != nil {
 		t.Errorf("10 KiB of rules: %v", err)
 	}
-	if _, err := Parse(manyRules(3), Limits{MaxRules: 2}); err == nil {
+	if _, err := Parse(manyRules(3), Limits{MaxRules: 2}, reservedKeys); err == nil {
 		t.Errorf("3 rules with MaxRules 2: no error")
 	}
 }
@@ -140,7 +144,7 @@ func TestParseYAMLAliases(t *testing.T) {
 		fmt.Fprintf(&b, "    %s: &%s [*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s]\n", n, n, prev, prev, prev, prev, prev, prev, prev, prev, prev)
 		prev = n
 	}
-	if _, err := Parse(b.String(), DefaultLimits()); err == nil {
+	if _, err := Parse(b.String(), DefaultLimits(), reservedKeys); err == nil {
 		t.Fatal("Parse of a billion laughs succeeded")
 	}
 }

@@ -135,7 +135,7 @@ func TestTemplateLimits(t *testing.T) {
 				// 100ms clock could end them first and hide a broken budget.
 				l.Timeout = 10 * time.Second
 			}
-			r, err := Parse(text, l)
+			r, err := Parse(text, l, reservedKeys)
 			if err != nil {
 				t.Fatalf("Parse (%d bytes): %v", len(text), err)
 			}
@@ -176,13 +176,13 @@ func TestTemplateTimeout(t *testing.T) {
 	big := strings.Repeat(`replace "x" `+tenX+` (`, 3) + tenX + strings.Repeat(`)`, 3)
 	text := "rules:\n- path: data.x\n  template: '{{ $a := " + big + " }}" + strings.Repeat(`{{ $a = lower $a }}{{ $a = upper $a }}`, 40) + "'"
 	// With the default timeout the template succeeds: only time stops it.
-	r, err := Parse(text, DefaultLimits())
+	r, err := Parse(text, DefaultLimits(), reservedKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkErrs(t, r.Apply(map[string]any{}, target, false), nil)
 
-	r, err = Parse(text, l)
+	r, err = Parse(text, l, reservedKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestTemplateTimeout(t *testing.T) {
 
 // TestApplyConcurrent runs one Rules from several goroutines, for -race.
 func TestApplyConcurrent(t *testing.T) {
-	r, err := Parse(issueExample, DefaultLimits())
+	r, err := Parse(issueExample, DefaultLimits(), reservedKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
