@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
 func TestBreaker(t *testing.T) {
@@ -71,7 +73,7 @@ func TestMergeStatus(t *testing.T) {
 }
 
 func TestStatusLine(t *testing.T) {
-	p := Plan{Targets: make([]Target, 4), Skipped: []string{"x"}, Unreachable: []string{"eu-2"}, Clusters: 3}
+	p := Plan{Targets: make([]Target, 4), Outcome: targets.Outcome{Skipped: []string{"x"}, Unreachable: []string{"eu-2"}, Clusters: 3}}
 	s := summary{created: 1, unchanged: 2, conflicts: []string{"c"}}
 	if got, want := statusLine(p, s, false), "3/4 namespaces synced; 1 conflicts; 1 over limit; eu-2 unreachable"; got != want {
 		t.Errorf("member line = %q, want %q", got, want)

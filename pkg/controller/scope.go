@@ -3,7 +3,6 @@ package controller
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,30 +27,17 @@ type Target struct {
 	Namespace string
 }
 
-// Plan is where one source's mirrors go, and what could not be targeted.
+// Plan is where one source's mirrors go, and what could not be targeted:
+// the Outcome of target resolution, with its target and covered clusters
+// resolved from names to the fleet's clusters. Its status is not written
+// while Pending is not zero, so it does not flap at start.
 type Plan struct {
-	// Relevant is false when the source asks nothing of this writer (a
-	// member seeing only CLUSTER/NS entries, a hub seeing only local ones).
-	Relevant bool
-	Targets  []Target
-	// Skipped, Refused and Missing are as in targets.Result; for the hub
-	// each entry reads cluster/namespace.
-	Skipped, Refused, Missing []string
-	// Unreachable names target clusters that cannot be written now. Their
-	// mirrors are neither written nor deleted until they are back.
-	Unreachable []string
-	// UnreachableSince says since when each of Unreachable is, where known.
-	UnreachableSince map[string]time.Time
-	// Ignored explains why a relevant request is not acted on (hub policy).
-	Ignored string
-	// Clusters counts the target clusters (hub status).
-	Clusters int
-	// Pending counts target clusters not ready yet (first connection, or
-	// caches filling); the source is reconciled again when they are, and
-	// its status is not written meanwhile, so it does not flap at start.
-	Pending int
-	// Covered are the clusters whose targets were resolved completely;
-	// mirrors of the source there that are not in Targets are removed.
+	targets.Outcome
+	// Targets are Outcome.Targets, each with its cluster.
+	Targets []Target
+	// Covered are the clusters of Outcome.Covered: their targets were
+	// resolved completely, and mirrors of the source there that are not
+	// in Targets are removed.
 	Covered []*clusters.Cluster
 }
 
@@ -69,9 +55,7 @@ func (r *Reconciler) plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 	out := targets.Plan(req, targets.Source{Cluster: c.Name(), Namespace: src.GetNamespace()}, snap, r.opts.Policy, targets.Scope{
 		Remote: remote, AllowedSourceClusters: r.opts.AllowedSourceClusters, AllowedSourceNamespaces: r.opts.AllowedSourceNamespaces,
 	})
-	p := Plan{Relevant: out.Relevant, Skipped: out.Skipped, Refused: out.Refused, Missing: out.Missing,
-		Unreachable: out.Unreachable, UnreachableSince: out.UnreachableSince, Ignored: out.Ignored,
-		Clusters: out.Clusters, Pending: out.Pending}
+	p := Plan{Outcome: out}
 	for _, t := range out.Targets {
 		if tc := r.cluster(c, t.Cluster); tc != nil {
 			p.Targets = append(p.Targets, Target{Cluster: tc, Namespace: t.Namespace})

@@ -52,7 +52,7 @@ func (p *KubeconfigDir) Run(ctx context.Context, e fleet.Engager) error {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	d := &dirSync{p: p, e: e, engaged: map[string]*engaged{}, refused: map[string]string{}}
+	d := &dirSync{p: p, e: e, engaged: engagedSet{}, refused: map[string]string{}}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -69,7 +69,7 @@ func (p *KubeconfigDir) Run(ctx context.Context, e fleet.Engager) error {
 type dirSync struct {
 	p       *KubeconfigDir
 	e       fleet.Engager
-	engaged map[string]*engaged
+	engaged engagedSet
 	refused map[string]string // file -> last refusal logged
 }
 
@@ -126,30 +126,20 @@ func (d *dirSync) sync(ctx context.Context) {
 		sum := sha256.Sum256(data)
 		want[name] = dirFile{path: path, hash: hex.EncodeToString(sum[:]), config: cfg}
 	}
-	for name, en := range d.engaged {
-		switch f, ok := want[name]; {
-		case !ok:
-			log.Info("Unregistering cluster", "cluster", name)
-			en.cancel(nil)
-			delete(d.engaged, name)
-		case f.hash != en.hash:
-			log.Info("Kubeconfig changed; connecting to the cluster again", "cluster", name)
-			en.cancel(fleet.ErrReplaced)
-			delete(d.engaged, name)
-		}
+	hashes := make(map[string]string, len(want))
+	for name, f := range want {
+		hashes[name] = f.hash
 	}
+	d.engaged.retire(log, hashes)
 	for name, f := range want {
 		if d.engaged[name] != nil {
 			continue
 		}
-		cctx, cancel := context.WithCancelCause(ctx)
-		if err := d.e.Engage(cctx, fleet.Spec{Name: name, Config: f.config}); err != nil {
-			cancel(nil)
+		if err := d.engaged.engage(ctx, d.e, fleet.Spec{Name: name, Config: f.config}, f.hash); err != nil {
 			d.refuse(ctx, f.path, "invalid", err.Error())
 			continue
 		}
 		delete(d.refused, f.path)
-		d.engaged[name] = &engaged{hash: f.hash, cancel: cancel}
 		log.Info("Registering cluster", "cluster", name, "file", f.path)
 	}
 }

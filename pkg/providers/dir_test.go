@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,20 +72,7 @@ func (e *engagements) endings(name string) []error {
 
 func writeKubeconfig(t *testing.T, dir, file, server, user string) {
 	t.Helper()
-	data := []byte(`apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "` + server + `"}
-contexts:
-- name: c
-  context: {cluster: c, user: u}
-current-context: c
-users:
-- name: u
-  user:
-    ` + user + `
-`)
+	data := []byte(strings.Replace(string(kubeconfig("", user)), "https://127.0.0.1:6443", server, 1))
 	if err := os.WriteFile(filepath.Join(dir, file), data, 0o600); err != nil {
 		t.Fatal(err)
 	}

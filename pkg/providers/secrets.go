@@ -53,12 +53,6 @@ type KubeconfigSecrets struct {
 	Recorder record.EventRecorder
 }
 
-// engaged is one cluster a provider engaged.
-type engaged struct {
-	hash   string
-	cancel context.CancelCauseFunc
-}
-
 // Run watches the registration Secrets and engages their clusters until
 // ctx ends.
 func (p *KubeconfigSecrets) Run(ctx context.Context, e fleet.Engager) error {
@@ -99,7 +93,7 @@ func (p *KubeconfigSecrets) Run(ctx context.Context, e fleet.Engager) error {
 			return nil
 		}
 	}
-	s := &secretsSync{p: p, e: e, engaged: map[string]*engaged{}, refused: map[string]string{}}
+	s := &secretsSync{p: p, e: e, engaged: engagedSet{}, refused: map[string]string{}}
 	for {
 		s.sync(ctx, informers)
 		e.Listed()
@@ -115,7 +109,7 @@ func (p *KubeconfigSecrets) Run(ctx context.Context, e fleet.Engager) error {
 type secretsSync struct {
 	p       *KubeconfigSecrets
 	e       fleet.Engager
-	engaged map[string]*engaged
+	engaged engagedSet
 	// refused remembers the last refusal reported per Secret.
 	refused map[string]string
 }
@@ -165,32 +159,21 @@ func (s *secretsSync) sync(ctx context.Context, informers []cache.SharedIndexInf
 			want[name], wantSecret[name] = reg, sec
 		}
 	}
-	for name, en := range s.engaged {
-		switch reg, ok := want[name]; {
-		case !ok:
-			log.Info("Unregistering cluster", "cluster", name)
-			en.cancel(nil)
-			delete(s.engaged, name)
-		case reg.hash != en.hash:
-			log.Info("Registration changed; connecting to the cluster again", "cluster", name)
-			en.cancel(fleet.ErrReplaced)
-			delete(s.engaged, name)
-		default:
-			s.e.Relabel(name, reg.labels) // labels may change without a reconnect
-		}
+	hashes := make(map[string]string, len(want))
+	for name, reg := range want {
+		hashes[name] = reg.hash
 	}
+	s.engaged.retire(log, hashes)
 	for name, reg := range want {
 		if s.engaged[name] != nil {
+			s.e.Relabel(name, reg.labels) // labels may change without a reconnect
 			continue
 		}
 		sec := wantSecret[name]
-		cctx, cancel := context.WithCancelCause(ctx)
-		if err := s.e.Engage(cctx, fleet.Spec{Name: name, Config: reg.config, Labels: reg.labels}); err != nil {
-			cancel(nil)
+		if err := s.engaged.engage(ctx, s.e, fleet.Spec{Name: name, Config: reg.config, Labels: reg.labels}, reg.hash); err != nil {
 			s.refuse(sec, ReasonInvalidKubeconfig, "invalid", err.Error())
 			continue
 		}
-		s.engaged[name] = &engaged{hash: reg.hash, cancel: cancel}
 		log.Info("Registering cluster", "cluster", name, "secret", sec.Name)
 		s.p.Recorder.Eventf(sec, corev1.EventTypeNormal, ReasonClusterRegistered, "Cluster %s registered", name)
 	}

@@ -140,9 +140,10 @@ func checkOutcome(t *testing.T, o Outcome, src Source, scope Scope, explained []
 	}
 }
 
-// reference is today's target resolution as the member's LocalScope.Plan
-// (pkg/controller) and the hub's fleetScope.Plan (pkg/hub) do it, stated
-// candidate by candidate. FuzzPlan holds Plan to it.
+// reference is target resolution as the member's and the hub's scopes did
+// it before Plan replaced them (pkg/controller's LocalScope.Plan and
+// pkg/hub's fleetScope.Plan, up to commit 40ad3b3), stated candidate by
+// candidate: an independent oracle that FuzzPlan holds Plan to.
 func reference(req annotations.Request, src Source, fleet Fleet, policy Policy, scope Scope) Outcome {
 	if !scope.Remote {
 		out := Outcome{Relevant: len(req.Local) > 0, Pending: 1}
