@@ -140,7 +140,8 @@ func New(o Options) *Fleet {
 }
 
 // Run runs the provider and the engaged clusters, telling sub what
-// happens, until ctx ends; then it closes every connection.
+// happens, until ctx ends or the provider fails; then it closes every
+// connection and returns the provider's error.
 func (f *Fleet) Run(ctx context.Context, sub Subscriber) error {
 	f.mu.Lock()
 	if f.ctx != nil {
@@ -152,7 +153,9 @@ func (f *Fleet) Run(ctx context.Context, sub Subscriber) error {
 	go f.kinds.Run(ctx, f.Started)
 	go reportMirrors(ctx, f.Clusters)
 	err := f.opts.Provider.Run(ctx, f)
-	<-ctx.Done()
+	if err == nil {
+		<-ctx.Done()
+	} // else the provider cannot go on: neither can the agent
 	f.mu.Lock()
 	all := make([]*connection, 0, len(f.conns))
 	for _, c := range f.conns {

@@ -4,10 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetmirror/fleetmirror/pkg/hub"
 )
 
 // TestKubeconfigDirProvider runs the hub with clusters from a directory of
@@ -48,4 +52,25 @@ func TestKubeconfigDirProvider(t *testing.T) {
 	g.Expect(hubC.Client.Delete(context.Background(), s)).To(Succeed())
 	eventuallyGone(t, memA, shared, "creds")
 	eventuallyGone(t, hubC, src, "creds")
+}
+
+// TestKubeconfigDirMissingStopsTheHub: a provider that cannot run stops
+// the hub with its error, rather than leaving it up with no fleet.
+func TestKubeconfigDirMissingStopsTheHub(t *testing.T) {
+	o, err := hub.ParseOptions("--cluster-name=hub-nodir", "--namespace="+systemNS, "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--cluster-provider=kubeconfig-dir", "--kubeconfig-dir="+filepath.Join(t.TempDir(), "missing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.RESTConfig = hubC.Config
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(context.Background(), o) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "kubeconfig directory") {
+			t.Fatalf("hub.Run = %v, want the kubeconfig directory error", err)
+		}
+	case <-time.After(timeout):
+		t.Fatal("the hub kept running without its kubeconfig directory")
+	}
 }
