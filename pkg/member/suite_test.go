@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,14 +170,5 @@ func startAgent(extraArgs ...string) *runningAgent {
 	return a
 }
 
-func (a *runningAgent) stop() {
-	a.cancel()
-	select {
-	case err := <-a.done:
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "agent stopped with error:", err)
-		}
-	case <-time.After(time.Minute):
-		panic("agent did not stop within a minute")
-	}
-}
+// stop cancels the agent and waits for it to return.
+func (a *runningAgent) stop() { fleettest.StopInProcess("agent", a.cancel, a.done) }

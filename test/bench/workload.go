@@ -526,7 +526,7 @@ func (b *bench) agentOps(ctx context.Context) map[string]float64 {
 		return out
 	}
 	for _, m := range fams["fleetmirror_sync_operations_total"].GetMetric() {
-		out[label(m, "result")] += metricValue(m)
+		out[fleettest.Label(m, "result")] += fleettest.SampleValue(m)
 	}
 	return out
 }
@@ -594,12 +594,12 @@ func (b *bench) waitClusters(ctx context.Context, members int) error {
 		if err == nil {
 			up, watched := 0, 0
 			for _, m := range fams["fleetmirror_hub_cluster_up"].GetMetric() {
-				if label(m, "cluster") != fleettest.HubName && metricValue(m) == 1 {
+				if fleettest.Label(m, "cluster") != fleettest.HubName && fleettest.SampleValue(m) == 1 {
 					up++
 				}
 			}
 			for _, m := range fams["fleetmirror_watched_kinds"].GetMetric() {
-				if metricValue(m) == 1 {
+				if fleettest.SampleValue(m) == 1 {
 					watched++
 				}
 			}

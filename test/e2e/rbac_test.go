@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -749,7 +750,7 @@ func waitUp(ctx context.Context, hub *agent, names ...string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s does not report %s up: %v (last scrape error: %v)", hub.name, strings.Join(down, ", "), ctx.Err(), err)
+			return fmt.Errorf("%s does not report %s up: %w", hub.name, strings.Join(down, ", "), errors.Join(err, ctx.Err()))
 		case <-hub.exited:
 			return fmt.Errorf("%s exited: %v", hub.name, hub.err)
 		case <-time.After(poll):
