@@ -22,9 +22,7 @@ import (
 func TestRestartWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, memA, memB)
+	src, shared := srcAndShared(t, hubC, memA, memB)
 	s := sourceSecret(src, "steady", "*/"+shared, map[string]string{"k": "v"})
 	g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
 	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))

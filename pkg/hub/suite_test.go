@@ -2,9 +2,7 @@ package hub_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"sync/atomic"
@@ -15,9 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
@@ -42,21 +38,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("skipping envtest suite in -short mode")
-		os.Exit(0)
-	}
-	if os.Getenv("FLEETMIRROR_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	}
-	var err error
-	if fleet, err = fleettest.Start("", "member-a", "member-b"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	fleet = fleettest.StartSuite("member-a", "member-b")
 	hubC, memA, memB = fleet.Hub, fleet.Cluster("member-a"), fleet.Cluster("member-b")
 	code := func() int {
 		ctx := context.Background()
@@ -164,6 +146,16 @@ var wait = fleettest.Wait{Timeout: timeout, Poll: poll}
 func mkNamespaces(t *testing.T, name string, cs ...*fleettest.Cluster) {
 	t.Helper()
 	fleettest.CreateNamespaces(t, name, nil, cs...)
+}
+
+// srcAndShared creates two namespaces of fresh names: one for sources in
+// srcIn and one shared by the clusters sharedIn, for mirrors.
+func srcAndShared(t *testing.T, srcIn *fleettest.Cluster, sharedIn ...*fleettest.Cluster) (src, shared string) {
+	t.Helper()
+	src, shared = uniq("src"), uniq("shared")
+	mkNamespaces(t, src, srcIn)
+	mkNamespaces(t, shared, sharedIn...)
+	return src, shared
 }
 
 func sourceSecret(ns, name, targets string, data map[string]string) *corev1.Secret {

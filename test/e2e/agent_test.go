@@ -106,7 +106,12 @@ func (a *agent) tail(n int) string {
 
 // waitReady waits until the agent's /readyz answers 200.
 func (a *agent) waitReady(ctx context.Context) error {
-	url := "http://" + a.probeAddr + "/readyz"
+	return a.waitOK(ctx, "http://"+a.probeAddr+"/readyz")
+}
+
+// waitOK waits until GET url answers 200 while the process runs; when it
+// exits instead, the error holds the end of its log.
+func (a *agent) waitOK(ctx context.Context, url string) error {
 	for {
 		if code, err := fleettest.HTTPGet(ctx, url, io.Discard); err == nil && code == http.StatusOK {
 			return nil
@@ -115,7 +120,7 @@ func (a *agent) waitReady(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %s is not ready: %w", a.name, url, ctx.Err())
 		case <-a.exited:
-			return fmt.Errorf("%s exited: %v", a.name, a.err)
+			return fmt.Errorf("%s exited: %v\n%s", a.name, a.err, a.tail(20))
 		case <-time.After(poll):
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -241,19 +240,7 @@ func startPrometheus(bin, dir, name string, config map[string]any) (*agent, erro
 
 // waitPrometheusReady waits until the server's /-/ready answers 200.
 func waitPrometheusReady(ctx context.Context, p *agent) error {
-	url := "http://" + p.metricsAddr + "/-/ready"
-	for {
-		if code, err := fleettest.HTTPGet(ctx, url, io.Discard); err == nil && code == http.StatusOK {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %s is not ready: %w", p.name, url, ctx.Err())
-		case <-p.exited:
-			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(20))
-		case <-time.After(poll):
-		}
-	}
+	return p.waitOK(ctx, "http://"+p.metricsAddr+"/-/ready")
 }
 
 // scrapeFederate reads the series of the Prometheus server that match the
