@@ -86,11 +86,6 @@ func sourceConfigMap(ns, name, targets string, data map[string]string) *corev1.C
 	return &corev1.ConfigMap{ObjectMeta: fleettest.SourceMeta(ns, name, targets), Data: data}
 }
 
-// getConfigMap returns the ConfigMap or nil when it does not exist.
-func getConfigMap(ns, name string) (*corev1.ConfigMap, error) {
-	return fleettest.Lookup(fleet.Hub, fleettest.ConfigMap(ns, name))
-}
-
 // eventuallyConfigMap waits until ns/name exists and check passes on it.
 func eventuallyConfigMap(t *testing.T, ns, name string, check func(g Gomega, c *corev1.ConfigMap)) *corev1.ConfigMap {
 	t.Helper()
