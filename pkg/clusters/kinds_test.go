@@ -2,7 +2,6 @@ package clusters_test
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -26,12 +25,8 @@ func (ignoreEvents) Namespace(string, *metav1.PartialObjectMetadata)            
 // refusedAddress returns a loopback address nothing listens on.
 func refusedAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := fleettest.FreeAddr()
 	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return addr

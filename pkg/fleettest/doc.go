@@ -11,6 +11,13 @@
 // to test unreachable members, and can mint new identities to test credential
 // rotation.
 //
+// It is also the one test helper package of every test tree: the agents'
+// envtest suites (StartSuite, StopInProcess), the end-to-end tests and the
+// benchmark read and wait for objects through it (SourceMeta, Lookup,
+// EventuallyExists, EventuallyGone, Change, Status, Events, with each suite's
+// Wait), scrape and read metrics (Scrape, Gather, Families) and pick free
+// ports (FreeAddr), so that a helper is written once.
+//
 // The envtest binaries are built from source by hack/envtest.sh; Assets finds
 // them.
 package fleettest

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -93,25 +92,69 @@ func newCluster(name, assets string) (*Cluster, error) {
 	return &Cluster{Name: name, Env: env, certDir: certDir}, nil
 }
 
-// orphanGuard returns a command that runs bin and is killed when this
-// process dies, however it dies. A test binary stopped by -timeout or a
-// signal never reaches Fleet.Stop, and envtest starts its processes in
-// process groups of their own, out of reach of a terminal's Ctrl-C: without
-// this, every such run would leave API servers and etcds behind. On Linux,
-// util-linux's setpriv sets the parent-death signal and execs bin, so the
-// process is bin itself. Elsewhere, or without setpriv, bin is returned.
+// orphanGuard returns a command that runs bin and is killed, with its
+// process group, when this process dies, however it dies. A test binary
+// stopped by -timeout or a signal never reaches Fleet.Stop, and envtest starts
+// its processes in process groups of their own, out of reach of a terminal's
+// Ctrl-C: without this, every such run would leave API servers and etcds
+// behind.
+//
+// The command is a shell script that starts a watchdog and then execs bin,
+// so the process envtest starts, signals and waits for is bin itself. The
+// watchdog, a child of bin, checks every second that bin's parent is still
+// this process (its pid is written into the script) and kills bin's process
+// group when it is not; it exits when bin does. It does not rely on the
+// parent-death signal (PR_SET_PDEATHSIG): that is not delivered when the
+// parent dies before the child has set it, is cleared by an exec of a setuid
+// or file-capability binary, is not delivered in some sandboxes, and fires
+// when the thread that forked exits, which in Go can be any thread of a
+// process that lives on. Without /proc (outside Linux) bin is returned.
 func orphanGuard(dir, bin string) (string, error) {
-	setpriv, err := exec.LookPath("setpriv")
-	if runtime.GOOS != "linux" || err != nil {
+	if runtime.GOOS != "linux" {
 		return bin, nil
 	}
-	script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", shellQuote(setpriv), shellQuote(bin))
+	script := fmt.Sprintf(guardScript, os.Getpid(), shellQuote(bin))
 	path := filepath.Join(dir, filepath.Base(bin))
 	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
 		return "", err
 	}
 	return path, nil
 }
+
+// guardScript is orphanGuard's script: %[1]d is the pid of the process that
+// starts it, %[2]s the quoted binary. The script hands the watchdog both pids
+// as arguments ($$ is the script's process, which becomes the binary): the
+// watchdog must not take its parent from getppid, which is already a reaper
+// when the binary exits before the watchdog starts, and must never signal a
+// pid other than the binary's group. It reads PPid from /proc/<pid>/status
+// with shell builtins only, so a poll forks nothing but sleep. Its standard
+// streams are /dev/null: envtest waits for EOF on the binary's output pipes,
+// which the watchdog must not hold open.
+const guardScript = `#!/bin/sh
+# fleettest's orphan guard: runs %[2]s as this process and kills its process
+# group once the process that started it (pid %[1]d) is gone.
+sh -c '
+parent=$1 guarded=$2
+ppid() {
+	p=
+	while read -r key value; do
+		if [ "$key" = PPid: ]; then p=$value; return; fi
+	done <"/proc/$1/status"
+}
+[ "$guarded" -gt 1 ] && [ "$guarded" != "$parent" ] || exit 0
+while :; do
+	ppid $$
+	[ "$p" = "$guarded" ] || exit 0 # the guarded process has exited
+	ppid "$guarded"
+	if [ "$p" != "$parent" ]; then
+		kill -s KILL -- "-$guarded" || kill -s KILL -- "$guarded"
+		exit 0
+	fi
+	sleep 1
+done
+' fleettest-orphan-watchdog %[1]d "$$" </dev/null >/dev/null 2>&1 &
+exec %[2]s "$@"
+`
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {

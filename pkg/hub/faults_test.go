@@ -69,9 +69,7 @@ func TestSickMemberDoesNotHoldTheOthers(t *testing.T) {
 func sickMemberScenario(t *testing.T, inject, heal func() error) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, memA, memB)
+	src, shared := srcAndShared(t, hubC, memA, memB)
 	// More sources that target the hung member than the hub has workers.
 	var both []*corev1.Secret
 	for i := range 6 {

@@ -21,9 +21,7 @@ import (
 
 func TestUnreachableMemberConvergesWhenBack(t *testing.T) {
 	g := NewWithT(t)
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, memA, memB)
+	src, shared := srcAndShared(t, hubC, memA, memB)
 	s := sourceSecret(src, "down", "*/"+shared, map[string]string{"k": "v1"})
 	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
 	eventuallySecret(t, memA, shared, "down", nil)
@@ -58,9 +56,7 @@ func TestUnreachableMemberConvergesWhenBack(t *testing.T) {
 
 func TestKubeconfigRotation(t *testing.T) {
 	g := NewWithT(t)
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, memA, memB)
+	src, shared := srcAndShared(t, hubC, memA, memB)
 	s := sourceSecret(src, "rot", "member-b/"+shared, map[string]string{"k": "v1"})
 	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
 	eventuallySecret(t, memB, shared, "rot", nil)
@@ -125,9 +121,7 @@ func TestRefusedRegistrations(t *testing.T) {
 	}
 
 	// member-a still works: the duplicate did not take its name.
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, memA)
+	src, shared := srcAndShared(t, hubC, memA)
 	s := sourceSecret(src, "still", "member-a/"+shared, map[string]string{"k": "v"})
 	g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
 	eventuallySecret(t, memA, shared, "still", nil)

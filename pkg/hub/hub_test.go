@@ -14,9 +14,7 @@ import (
 
 func TestHubSourceReachesEveryOtherCluster(t *testing.T) {
 	g := NewWithT(t)
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, hubC, memA, memB)
+	src, shared := srcAndShared(t, hubC, hubC, memA, memB)
 	s := sourceSecret(src, "creds", "*/"+shared, map[string]string{"k": "v1"})
 	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
 
@@ -104,9 +102,7 @@ func TestClusterSelector(t *testing.T) {
 
 func TestRemoteConflictLeavesUnmanagedObjectAlone(t *testing.T) {
 	g := NewWithT(t)
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, memA, memB)
+	src, shared := srcAndShared(t, hubC, memA, memB)
 	theirs := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: shared, Name: "taken"},
 		StringData: map[string]string{"owner": "someone else"},

@@ -48,9 +48,7 @@ func TestUnregisteredSourceMirrorsDeleted(t *testing.T) {
 		hubAgent = startHub()
 	})
 
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, memB)
-	mkNamespaces(t, shared, memA)
+	src, shared := srcAndShared(t, memB, memA)
 	s := sourceSecret(src, "leaving", "member-a/"+shared, map[string]string{"k": "v"})
 	g.Expect(memB.Client.Create(ctx, s)).To(Succeed())
 	eventuallySecret(t, memA, shared, "leaving", nil)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // A hub that restarts finds every mirror and the source's status current
@@ -20,9 +22,7 @@ import (
 func TestRestartWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, memA, memB)
+	src, shared := srcAndShared(t, hubC, memA, memB)
 	s := sourceSecret(src, "steady", "*/"+shared, map[string]string{"k": "v"})
 	g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
 	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
@@ -87,19 +87,5 @@ func sumSeries(metric, label, value string) float64 {
 
 // seriesWith returns the hub's series of metric with label=value.
 func seriesWith(metric, label, value string) []*dto.Metric {
-	families, _ := ctrlmetrics.Registry.Gather()
-	var out []*dto.Metric
-	for _, f := range families {
-		if f.GetName() != metric {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					out = append(out, m)
-				}
-			}
-		}
-	}
-	return out
+	return fleettest.Gather(ctrlmetrics.Registry).Series(metric, label, value)
 }

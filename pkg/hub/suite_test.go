@@ -2,9 +2,7 @@ package hub_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"sync/atomic"
@@ -13,14 +11,10 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
 )
@@ -44,21 +38,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("skipping envtest suite in -short mode")
-		os.Exit(0)
-	}
-	if os.Getenv("FLEETMIRROR_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	}
-	var err error
-	if fleet, err = fleettest.Start("", "member-a", "member-b"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	fleet = fleettest.StartSuite("member-a", "member-b")
 	hubC, memA, memB = fleet.Hub, fleet.Cluster("member-a"), fleet.Cluster("member-b")
 	code := func() int {
 		ctx := context.Background()
@@ -151,54 +131,39 @@ func startHub(extraArgs ...string) *running {
 	return r
 }
 
-func (r *running) stop() {
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "hub stopped with error:", err)
-		}
-	case <-time.After(time.Minute):
-		panic("hub did not stop within a minute")
-	}
-}
+// stop cancels the hub and waits for it to return.
+func (r *running) stop() { fleettest.StopInProcess("hub", r.cancel, r.done) }
 
 var counter atomic.Int64
 
 // uniq returns a name unique in this test run.
 func uniq(prefix string) string { return fmt.Sprintf("%s%d", prefix, counter.Add(1)) }
 
+// wait is how long this suite waits for the hub, and how often it looks.
+var wait = fleettest.Wait{Timeout: timeout, Poll: poll}
+
 // mkNamespaces creates namespace name in each cluster.
 func mkNamespaces(t *testing.T, name string, cs ...*fleettest.Cluster) {
 	t.Helper()
-	for _, c := range cs {
-		if err := c.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	fleettest.CreateNamespaces(t, name, nil, cs...)
+}
+
+// srcAndShared creates two namespaces of fresh names: one for sources in
+// srcIn and one shared by the clusters sharedIn, for mirrors.
+func srcAndShared(t *testing.T, srcIn *fleettest.Cluster, sharedIn ...*fleettest.Cluster) (src, shared string) {
+	t.Helper()
+	src, shared = uniq("src"), uniq("shared")
+	mkNamespaces(t, src, srcIn)
+	mkNamespaces(t, shared, sharedIn...)
+	return src, shared
 }
 
 func sourceSecret(ns, name, targets string, data map[string]string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Labels: map[string]string{annotations.LabelEnabled: "true"},
-			Annotations: map[string]string{
-				annotations.AnnotationSync:             "true",
-				annotations.AnnotationTargetNamespaces: targets,
-			},
-		},
-		StringData: data,
-	}
+	return &corev1.Secret{ObjectMeta: fleettest.SourceMeta(ns, name, targets), StringData: data}
 }
 
 func getSecret(c *fleettest.Cluster, ns, name string) (*corev1.Secret, error) {
-	s := &corev1.Secret{}
-	err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, s)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return s, err
+	return fleettest.Lookup(c, fleettest.Secret(ns, name))
 }
 
 func eventuallySecret(t *testing.T, c *fleettest.Cluster, ns, name string, check func(g Gomega, s *corev1.Secret)) *corev1.Secret {
@@ -210,59 +175,25 @@ func eventuallySecret(t *testing.T, c *fleettest.Cluster, ns, name string, check
 // check passes on it.
 func eventuallySecretWithin(t *testing.T, c *fleettest.Cluster, ns, name string, within time.Duration, check func(g Gomega, s *corev1.Secret)) *corev1.Secret {
 	t.Helper()
-	var got *corev1.Secret
-	NewWithT(t).Eventually(func(g Gomega) {
-		s, err := getSecret(c, ns, name)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(s).NotTo(BeNil(), "secret %s/%s/%s does not exist", c.Name, ns, name)
-		if check != nil {
-			check(g, s)
-		}
-		got = s
-	}, within, poll).Should(Succeed())
-	return got
+	return fleettest.EventuallyExists(t, fleettest.Wait{Timeout: within, Poll: poll}, c, fleettest.Secret(ns, name), check)
 }
 
 func eventuallyGone(t *testing.T, c *fleettest.Cluster, ns, name string) {
 	t.Helper()
-	NewWithT(t).Eventually(func() (*corev1.Secret, error) {
-		return getSecret(c, ns, name)
-	}, timeout, poll).Should(BeNil(), "secret %s/%s/%s still exists", c.Name, ns, name)
+	fleettest.EventuallyGone(t, wait, c, fleettest.Secret(ns, name))
 }
 
 func change(t *testing.T, c *fleettest.Cluster, obj client.Object, fn func()) {
 	t.Helper()
-	NewWithT(t).Eventually(func() error {
-		if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		fn()
-		return c.Client.Update(context.Background(), obj)
-	}, timeout, poll).Should(Succeed())
+	fleettest.Change(t, wait, c, obj, func(client.Object) { fn() })
 }
 
-func status(c *fleettest.Cluster, obj client.Object) func() string {
-	return func() string {
-		if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err.Error()
-		}
-		return obj.GetAnnotations()[annotations.AnnotationStatus]
-	}
-}
+func status(c *fleettest.Cluster, obj client.Object) func() string { return fleettest.Status(c, obj) }
 
-// eventReasons lists the reasons of events about name in namespace ns of c.
+// eventMessages lists the messages of events with reason about name in
+// namespace ns of c.
 func eventMessages(c *fleettest.Cluster, ns, name, reason string) []string {
-	var list corev1.EventList
-	if err := c.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name && e.Reason == reason {
-			out = append(out, e.Message)
-		}
-	}
-	return out
+	return fleettest.EventMessages(c, ns, name, reason)
 }
 
 func objKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }

@@ -14,9 +14,7 @@ import (
 // every mirror.
 func TestTransformAcrossClusters(t *testing.T) {
 	g := NewWithT(t)
-	src, shared := uniq("src"), uniq("shared")
-	mkNamespaces(t, src, hubC)
-	mkNamespaces(t, shared, memA, memB)
+	src, shared := srcAndShared(t, hubC, memA, memB)
 	s := sourceSecret(src, "api", "*/"+shared, map[string]string{"url": "http://example", "token": "t"})
 	s.Annotations[annotations.AnnotationTransform] = `rules:
   - path: data.url

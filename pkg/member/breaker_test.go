@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 func circuitOpen(kind string) float64 {
@@ -21,20 +23,11 @@ func circuitOpen(kind string) float64 {
 // gaugeWith returns the agent's gauge metric with label=value, and whether
 // it exists.
 func gaugeWith(metric, label, value string) (float64, bool) {
-	families, _ := ctrlmetrics.Registry.Gather()
-	for _, f := range families {
-		if f.GetName() != metric {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
+	series := fleettest.Gather(ctrlmetrics.Registry).Series(metric, label, value)
+	if len(series) == 0 {
+		return 0, false
 	}
-	return 0, false
+	return series[0].GetGauge().GetValue(), true
 }
 
 // Issue 5, resilience: a source whose writes keep failing has its retries

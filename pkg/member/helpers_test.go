@@ -10,11 +10,10 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 const (
@@ -41,21 +40,12 @@ func namespaces(t *testing.T, prefix string, labels map[string]string, suffixes 
 	return out
 }
 
+// wait is how long this suite waits for the agent, and how often it looks.
+var wait = fleettest.Wait{Timeout: timeout, Poll: poll}
+
 // sourceSecret returns an enabled, synced Secret targeting targets.
 func sourceSecret(ns, name, targets string, data map[string]string) *corev1.Secret {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Labels: map[string]string{annotations.LabelEnabled: "true"},
-			Annotations: map[string]string{
-				annotations.AnnotationSync:             "true",
-				annotations.AnnotationTargetNamespaces: targets,
-			},
-		},
-		Type:       corev1.SecretTypeOpaque,
-		StringData: data,
-	}
-	return s
+	return &corev1.Secret{ObjectMeta: fleettest.SourceMeta(ns, name, targets), Type: corev1.SecretTypeOpaque, StringData: data}
 }
 
 func create(t *testing.T, obj client.Object) {
@@ -68,49 +58,24 @@ func create(t *testing.T, obj client.Object) {
 // change re-reads obj, applies fn and updates it, retrying on conflicts.
 func change[T client.Object](t *testing.T, obj T, fn func(T)) {
 	t.Helper()
-	ctx := context.Background()
-	NewWithT(t).Eventually(func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		fn(obj)
-		return k8s.Update(ctx, obj)
-	}, timeout, poll).Should(Succeed())
+	fleettest.Change(t, wait, fleet.Hub, obj, fn)
 }
 
 // getSecret returns the Secret or nil when it does not exist.
 func getSecret(ns, name string) (*corev1.Secret, error) {
-	s := &corev1.Secret{}
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, s)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return s, err
+	return fleettest.Lookup(fleet.Hub, fleettest.Secret(ns, name))
 }
 
 // eventuallySecret waits until ns/name exists and check passes on it.
 func eventuallySecret(t *testing.T, ns, name string, check func(g Gomega, s *corev1.Secret)) *corev1.Secret {
 	t.Helper()
-	var got *corev1.Secret
-	NewWithT(t).Eventually(func(g Gomega) {
-		s, err := getSecret(ns, name)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(s).NotTo(BeNil(), "secret %s/%s does not exist", ns, name)
-		if check != nil {
-			check(g, s)
-		}
-		got = s
-	}, timeout, poll).Should(Succeed())
-	return got
+	return fleettest.EventuallyExists(t, wait, fleet.Hub, fleettest.Secret(ns, name), check)
 }
 
 // eventuallyGone waits until ns/name of obj's kind does not exist.
 func eventuallyGone(t *testing.T, obj client.Object) {
 	t.Helper()
-	NewWithT(t).Eventually(func() bool {
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-		return apierrors.IsNotFound(err)
-	}, timeout, poll).Should(BeTrue(), "%s/%s still exists", obj.GetNamespace(), obj.GetName())
+	fleettest.EventuallyGone(t, wait, fleet.Hub, obj)
 }
 
 // consistentlyAbsent checks that ns/name never appears for a while. It is
@@ -125,37 +90,16 @@ func consistentlyAbsent(t *testing.T, ns, name string) {
 
 // eventsFor lists the events about the object ns/name with reason.
 func eventsFor(ns, name, reason string) []corev1.Event {
-	var list corev1.EventList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		return nil
-	}
-	var out []corev1.Event
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name && e.Reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
+	return fleettest.Events(fleet.Hub, ns, name, reason)
 }
 
 // eventuallyEvent waits for an event with reason whose message holds substr.
 func eventuallyEvent(t *testing.T, ns, name, reason, substr string) {
 	t.Helper()
 	NewWithT(t).Eventually(func() string {
-		var msgs []string
-		for _, e := range eventsFor(ns, name, reason) {
-			msgs = append(msgs, e.Message)
-		}
-		return strings.Join(msgs, "\n")
+		return strings.Join(fleettest.EventMessages(fleet.Hub, ns, name, reason), "\n")
 	}, timeout, poll).Should(ContainSubstring(substr))
 }
 
 // status returns the fleetmirror.io/status annotation of the source.
-func status(obj client.Object) func() string {
-	return func() string {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err.Error()
-		}
-		return obj.GetAnnotations()[annotations.AnnotationStatus]
-	}
-}
+func status(obj client.Object) func() string { return fleettest.Status(fleet.Hub, obj) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
 )
 
@@ -84,43 +83,13 @@ func nsGlob(name, suffixPrefix string) string {
 
 // sourceConfigMap returns an enabled, synced ConfigMap targeting targets.
 func sourceConfigMap(ns, name, targets string, data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Labels: map[string]string{annotations.LabelEnabled: "true"},
-			Annotations: map[string]string{
-				annotations.AnnotationSync:             "true",
-				annotations.AnnotationTargetNamespaces: targets,
-			},
-		},
-		Data: data,
-	}
-}
-
-// getConfigMap returns the ConfigMap or nil when it does not exist.
-func getConfigMap(ns, name string) (*corev1.ConfigMap, error) {
-	c := &corev1.ConfigMap{}
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return c, err
+	return &corev1.ConfigMap{ObjectMeta: fleettest.SourceMeta(ns, name, targets), Data: data}
 }
 
 // eventuallyConfigMap waits until ns/name exists and check passes on it.
 func eventuallyConfigMap(t *testing.T, ns, name string, check func(g Gomega, c *corev1.ConfigMap)) *corev1.ConfigMap {
 	t.Helper()
-	var got *corev1.ConfigMap
-	NewWithT(t).Eventually(func(g Gomega) {
-		c, err := getConfigMap(ns, name)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(c).NotTo(BeNil(), "configmap %s/%s does not exist", ns, name)
-		if check != nil {
-			check(g, c)
-		}
-		got = c
-	}, timeout, poll).Should(Succeed())
-	return got
+	return fleettest.EventuallyExists(t, wait, fleet.Hub, fleettest.ConfigMap(ns, name), check)
 }
 
 // secretsIn returns which of nss hold a Secret called name, as `kubectl get`
@@ -191,12 +160,15 @@ func eventSummary(ns, name, reason string) (objects int, maxRepeat int32) {
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := fleettest.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }
 
 // settle is how long Consistently watches for something that must not
@@ -210,11 +182,7 @@ func objectKey(obj client.Object) client.ObjectKey { return client.ObjectKeyFrom
 func eventuallyEventWith(t *testing.T, ns, name, reason string, parts ...string) {
 	t.Helper()
 	NewWithT(t).Eventually(func() []string {
-		var msgs []string
-		for _, e := range eventsFor(ns, name, reason) {
-			msgs = append(msgs, e.Message)
-		}
-		return msgs
+		return fleettest.EventMessages(fleet.Hub, ns, name, reason)
 	}, timeout, poll).Should(ContainElement(And(func() []types.GomegaMatcher {
 		var ms []types.GomegaMatcher
 		for _, p := range parts {

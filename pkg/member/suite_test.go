@@ -2,23 +2,18 @@ package member_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
@@ -41,22 +36,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("skipping envtest suite in -short mode")
-		os.Exit(0)
-	}
-	if os.Getenv("FLEETMIRROR_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	}
-	var err error
-	fleet, err = fleettest.Start("")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	fleet = fleettest.StartSuite()
 	k8s = fleet.Hub.Client
 	ctx := context.Background()
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}); err != nil {
@@ -171,14 +151,5 @@ func startAgent(extraArgs ...string) *runningAgent {
 	return a
 }
 
-func (a *runningAgent) stop() {
-	a.cancel()
-	select {
-	case err := <-a.done:
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "agent stopped with error:", err)
-		}
-	case <-time.After(time.Minute):
-		panic("agent did not stop within a minute")
-	}
-}
+// stop cancels the agent and waits for it to return.
+func (a *runningAgent) stop() { fleettest.StopInProcess("agent", a.cancel, a.done) }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,8 +14,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // stopGrace is how long an agent has to exit after SIGTERM before its
@@ -50,17 +48,17 @@ type agent struct {
 func newAgent(name, bin, logPath string, pprof bool, base []string, extra ...string) (*agent, error) {
 	a := &agent{name: name, bin: bin, logPath: logPath}
 	var err error
-	if a.metricsAddr, err = freeAddr(); err != nil {
+	if a.metricsAddr, err = fleettest.FreeAddr(); err != nil {
 		return nil, err
 	}
-	if a.probeAddr, err = freeAddr(); err != nil {
+	if a.probeAddr, err = fleettest.FreeAddr(); err != nil {
 		return nil, err
 	}
 	a.args = append(append([]string{}, base...),
 		"--metrics-bind-address", a.metricsAddr,
 		"--health-probe-bind-address", a.probeAddr)
 	if pprof {
-		if a.pprofAddr, err = freeAddr(); err != nil {
+		if a.pprofAddr, err = fleettest.FreeAddr(); err != nil {
 			return nil, err
 		}
 		a.args = append(a.args, "--pprof-bind-address", a.pprofAddr)
@@ -226,7 +224,7 @@ func (a *agent) waitReady(ctx context.Context, timeout time.Duration) (time.Time
 	defer cancel()
 	url := "http://" + a.probeAddr + "/readyz"
 	for {
-		if code, err := httpGet(ctx, url, io.Discard); err == nil && code == http.StatusOK {
+		if code, err := fleettest.HTTPGet(ctx, url, io.Discard); err == nil && code == http.StatusOK {
 			return time.Now(), nil
 		}
 		select {
@@ -243,16 +241,7 @@ func (a *agent) waitReady(ctx context.Context, timeout time.Duration) (time.Time
 func (a *agent) scrape(ctx context.Context) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var body bytes.Buffer
-	url := "http://" + a.metricsAddr + "/metrics"
-	code, err := httpGet(ctx, url, &body)
-	if err != nil {
-		return nil, err
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: status %d", url, code)
-	}
-	return parseMetrics(&body)
+	return fleettest.Scrape(ctx, "http://"+a.metricsAddr+"/metrics")
 }
 
 // idleQuiet is how long the agent's reconcile count must stay still, with
@@ -291,46 +280,6 @@ func (a *agent) waitIdle(ctx context.Context, minReconciles float64, timeout tim
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
-}
-
-// httpGet sends GET url, copies the body to w and returns the status code.
-func httpGet(ctx context.Context, url string, w io.Writer) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	// Uncompressed: a gzip writer of the agent's metrics endpoint holds
-	// 1.6 MiB of compressor state, which would show in the agent's heap as
-	// a cost of being measured.
-	req.Header.Set("Accept-Encoding", "identity")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	_, err = io.Copy(w, resp.Body)
-	return resp.StatusCode, err
-}
-
-// parseMetrics parses the Prometheus text format.
-func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
-	if err != nil {
-		return nil, fmt.Errorf("parsing metrics: %w", err)
-	}
-	return fams, nil
-}
-
-// sum adds up every series of family name (counters, gauges, untyped).
 // liveHeap returns the agent's live heap in bytes just after a garbage
 // collection: it forces one through the profiling endpoint (the text
 // profile, the smallest to build) and reads go_gc_heap_live_bytes, which
@@ -345,7 +294,7 @@ func (a *agent) liveHeap(ctx context.Context) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		code, err := httpGet(ctx, "http://"+a.pprofAddr+"/debug/pprof/heap?gc=1&debug=1", io.Discard)
+		code, err := fleettest.HTTPGet(ctx, "http://"+a.pprofAddr+"/debug/pprof/heap?gc=1&debug=1", io.Discard)
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("heap profile: HTTP %d", code)
 		}
@@ -363,36 +312,9 @@ func (a *agent) liveHeap(ctx context.Context) (float64, error) {
 	return 0, errors.New("no collection of the agent was alone: the live heap cannot be read")
 }
 
+// sum adds up every series of family name (counters, gauges, untyped; a
+// histogram's number of observations).
 func sum(fams map[string]*dto.MetricFamily, name string) float64 {
-	f := fams[name]
-	if f == nil {
-		return 0
-	}
-	var total float64
-	for _, m := range f.GetMetric() {
-		total += metricValue(m)
-	}
-	return total
-}
-
-func metricValue(m *dto.Metric) float64 {
-	switch {
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetUntyped() != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
-}
-
-// label returns the value of label name of m.
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
+	v, _ := fleettest.Families(fams).Value(name)
+	return v
 }

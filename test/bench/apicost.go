@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // The API cost of a phase is read from the API server's own counters:
@@ -233,16 +235,16 @@ func scrapeAPIServer(ctx context.Context, rc rest.Interface) (apiSnapshot, error
 	if err != nil {
 		return apiSnapshot{}, fmt.Errorf("GET /metrics: %w", err)
 	}
-	fams, err := parseMetrics(bytes.NewReader(body))
+	fams, err := fleettest.ParseMetrics(bytes.NewReader(body))
 	if err != nil {
 		return apiSnapshot{}, err
 	}
 	s := apiSnapshot{requests: counts{}, errors: counts{}, served: map[string]float64{}}
 	for _, m := range fams["apiserver_request_total"].GetMetric() {
-		key := reqKey(label(m, "verb"), resourceName(label(m, "group"), label(m, "resource"), label(m, "subresource")))
-		v := metricValue(m)
+		key := reqKey(fleettest.Label(m, "verb"), resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource")))
+		v := fleettest.SampleValue(m)
 		s.requests[key] += v
-		if code := label(m, "code"); code >= "400" && len(code) == 3 {
+		if code := fleettest.Label(m, "code"); code >= "400" && len(code) == 3 {
 			s.errors[key+" "+code] += v
 		}
 	}
@@ -252,7 +254,7 @@ func scrapeAPIServer(ctx context.Context, rc rest.Interface) (apiSnapshot, error
 		"apiserver_storage_list_returned_objects_total",
 	} {
 		for _, m := range fams[name].GetMetric() {
-			s.served[resourceName(label(m, "group"), label(m, "resource"), "")] += metricValue(m)
+			s.served[resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), "")] += fleettest.SampleValue(m)
 		}
 	}
 	return s, nil

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
-	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // runFloor measures the best any controller could do on this machine: on
@@ -27,28 +26,17 @@ import (
 // objects is a sizeable share of the API server's CPU), and the ratio
 // compares the writers alone.
 func runFloor(ctx context.Context, b *bench, members int) (_ *floor, err error) {
-	names := make([]string, members)
-	for i := range names {
-		names[i] = fmt.Sprintf("member-%d", i+1)
-	}
 	progress("%s: floor: starting %d fresh API server(s)", b.workload, members+1)
-	f, err := fleettest.Start(filepath.Join(b.work, "floor-kubeconfigs"), names...)
+	f, clusters, err := b.startClusters(filepath.Join(b.work, "floor-kubeconfigs"), members)
+	if f != nil {
+		defer func() { err = errors.Join(err, f.Stop()) }()
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, f.Stop()) }()
-
 	byName := map[string]*cluster{}
-	for _, fc := range f.Clusters() {
-		name := fc.Name
-		if !b.hub() {
-			name = memberClusterName
-		}
-		c, err := newCluster(name, fc)
-		if err != nil {
-			return nil, err
-		}
-		byName[name] = c
+	for _, c := range clusters {
+		byName[c.name] = c
 	}
 	if err := parallel(ctx, len(b.targets), b.opts.workers, func(ctx context.Context, i int) error {
 		t := b.targets[i]

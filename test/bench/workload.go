@@ -135,20 +135,20 @@ func (b *bench) run(ctx context.Context) (res *Result, err error) {
 	return b.res, b.runMirroring(ctx)
 }
 
-// startFleet starts the API servers of the workload and builds the bench's
-// clients. The member workloads use the fleet's hub alone, as the agent's
-// only cluster.
-func (b *bench) startFleet(members int) error {
+// startClusters starts a hub and members member-1 to member-<members>,
+// their kubeconfigs in dir, and builds the bench's clients of each, named
+// as the agent under test knows the cluster. The fleet it returns, if any,
+// is the caller's to stop, on error too.
+func (b *bench) startClusters(dir string, members int) (*fleettest.Fleet, []*cluster, error) {
 	names := make([]string, members)
 	for i := range names {
 		names[i] = fmt.Sprintf("member-%d", i+1)
 	}
-	progress("%s: starting %d API server(s)", b.workload, members+1)
-	f, err := fleettest.Start(filepath.Join(b.work, "kubeconfigs"), names...)
+	f, err := fleettest.Start(dir, names...)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	b.fleet = f
+	var clusters []*cluster
 	for _, fc := range f.Clusters() {
 		name := fc.Name
 		if !b.hub() {
@@ -156,10 +156,24 @@ func (b *bench) startFleet(members int) error {
 		}
 		c, err := newCluster(name, fc)
 		if err != nil {
-			return err
+			return f, nil, err
 		}
-		b.clusters = append(b.clusters, c)
+		clusters = append(clusters, c)
 	}
+	return f, clusters, nil
+}
+
+// startFleet starts the API servers of the workload and builds the bench's
+// clients. The member workloads use the fleet's hub alone, as the agent's
+// only cluster.
+func (b *bench) startFleet(members int) error {
+	progress("%s: starting %d API server(s)", b.workload, members+1)
+	f, clusters, err := b.startClusters(filepath.Join(b.work, "kubeconfigs"), members)
+	b.fleet = f
+	if err != nil {
+		return err
+	}
+	b.clusters = append(b.clusters, clusters...)
 	b.srcC = b.clusters[0]
 	if b.hub() {
 		b.tgtC = b.clusters[1:]
@@ -526,7 +540,7 @@ func (b *bench) agentOps(ctx context.Context) map[string]float64 {
 		return out
 	}
 	for _, m := range fams["fleetmirror_sync_operations_total"].GetMetric() {
-		out[label(m, "result")] += metricValue(m)
+		out[fleettest.Label(m, "result")] += fleettest.SampleValue(m)
 	}
 	return out
 }
@@ -594,12 +608,12 @@ func (b *bench) waitClusters(ctx context.Context, members int) error {
 		if err == nil {
 			up, watched := 0, 0
 			for _, m := range fams["fleetmirror_hub_cluster_up"].GetMetric() {
-				if label(m, "cluster") != fleettest.HubName && metricValue(m) == 1 {
+				if fleettest.Label(m, "cluster") != fleettest.HubName && fleettest.SampleValue(m) == 1 {
 					up++
 				}
 			}
 			for _, m := range fams["fleetmirror_watched_kinds"].GetMetric() {
-				if metricValue(m) == 1 {
+				if fleettest.SampleValue(m) == 1 {
 					watched++
 				}
 			}

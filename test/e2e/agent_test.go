@@ -7,18 +7,16 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // stopGrace is how long an agent has to exit after SIGTERM before it is killed.
@@ -46,65 +44,30 @@ func startAgent(bin, logDir, cluster string, extra ...string) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr, probeAddr := a.metricsAddr, a.probeAddr
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
-	}
-	logFile, err := os.Create(a.logPath)
-	if err != nil {
-		return nil, err
-	}
 	args := append([]string{
 		"--kubeconfig", c.KubeconfigPath,
 		"--cluster-name", cluster,
-		"--metrics-bind-address", metricsAddr,
-		"--health-probe-bind-address", probeAddr,
+		"--metrics-bind-address", a.metricsAddr,
+		"--health-probe-bind-address", a.probeAddr,
 	}, extra...)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
-	cmd.WaitDelay = stopGrace
-	if err := cmd.Start(); err != nil {
-		cancel()
-		return nil, errors.Join(fmt.Errorf("starting %s: %w", a.name, err), logFile.Close())
+	if err := startProcess(a, bin, args...); err != nil {
+		return nil, err
 	}
-	a.cmd = cmd
-	go func() {
-		a.err = cmd.Wait()
-		// Whatever the agent started in its group goes with it.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = logFile.Close()
-		close(a.exited)
-	}()
 	return a, nil
 }
 
 // newAgentAt returns an agent, not started, named name and logging to
 // logPath, with metrics and probe endpoints on free loopback ports.
 func newAgentAt(name, logPath string) (*agent, error) {
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := fleettest.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	probeAddr, err := freeAddr()
+	probeAddr, err := fleettest.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	return &agent{name: name, logPath: logPath, metricsAddr: metricsAddr, probeAddr: probeAddr, exited: make(chan struct{})}, nil
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
 }
 
 // stop sends SIGTERM to the agent's process group and waits for it to exit
@@ -143,16 +106,21 @@ func (a *agent) tail(n int) string {
 
 // waitReady waits until the agent's /readyz answers 200.
 func (a *agent) waitReady(ctx context.Context) error {
-	url := "http://" + a.probeAddr + "/readyz"
+	return a.waitOK(ctx, "http://"+a.probeAddr+"/readyz")
+}
+
+// waitOK waits until GET url answers 200 while the process runs; when it
+// exits instead, the error holds the end of its log.
+func (a *agent) waitOK(ctx context.Context, url string) error {
 	for {
-		if code, err := get(ctx, url, io.Discard); err == nil && code == http.StatusOK {
+		if code, err := fleettest.HTTPGet(ctx, url, io.Discard); err == nil && code == http.StatusOK {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %s is not ready: %w", a.name, url, ctx.Err())
 		case <-a.exited:
-			return fmt.Errorf("%s exited: %v", a.name, a.err)
+			return fmt.Errorf("%s exited: %v\n%s", a.name, a.err, a.tail(20))
 		case <-time.After(poll):
 		}
 	}
@@ -162,80 +130,14 @@ func (a *agent) waitReady(ctx context.Context) error {
 func (a *agent) scrape() (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var body bytes.Buffer
-	url := "http://" + a.metricsAddr + "/metrics"
-	code, err := get(ctx, url, &body)
-	if err != nil {
-		return nil, err
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: status %d", url, code)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(&body)
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", url, err)
-	}
-	return families, nil
-}
-
-// get sends GET url, copies the body to w and returns the status code.
-func get(ctx context.Context, url string, w io.Writer) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	_, err = io.Copy(w, resp.Body)
-	return resp.StatusCode, err
+	return fleettest.Scrape(ctx, "http://"+a.metricsAddr+"/metrics")
 }
 
 // value returns the value of the series of family name whose labels include
 // the given label/value pairs (for a histogram, its number of observations),
 // summed when several series match, and whether any did.
 func value(families map[string]*dto.MetricFamily, name string, labelPairs ...string) (float64, bool) {
-	f := families[name]
-	if f == nil {
-		return 0, false
-	}
-	var sum float64
-	found := false
-	for _, m := range f.GetMetric() {
-		if !hasLabels(m, labelPairs...) {
-			continue
-		}
-		found = true
-		switch {
-		case m.GetCounter() != nil:
-			sum += m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			sum += m.GetGauge().GetValue()
-		case m.GetHistogram() != nil:
-			sum += float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return sum, found
-}
-
-// hasLabels reports whether m carries every label/value pair.
-func hasLabels(m *dto.Metric, labelPairs ...string) bool {
-	for i := 0; i+1 < len(labelPairs); i += 2 {
-		ok := false
-		for _, l := range m.GetLabel() {
-			if l.GetName() == labelPairs[i] && l.GetValue() == labelPairs[i+1] {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
+	return fleettest.Families(families).Value(name, labelPairs...)
 }
 
 // sample is value for assertions: NaN, which equals nothing, when no series

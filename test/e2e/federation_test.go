@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,8 +18,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -218,7 +215,7 @@ func documentedFederateJob(t *testing.T, path string) map[string]any {
 // config, its data and log in dir. The returned process's metricsAddr is
 // the server's address.
 func startPrometheus(bin, dir, name string, config map[string]any) (*agent, error) {
-	addr, err := freeAddr()
+	addr, err := fleettest.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -243,19 +240,7 @@ func startPrometheus(bin, dir, name string, config map[string]any) (*agent, erro
 
 // waitPrometheusReady waits until the server's /-/ready answers 200.
 func waitPrometheusReady(ctx context.Context, p *agent) error {
-	url := "http://" + p.metricsAddr + "/-/ready"
-	for {
-		if code, err := get(ctx, url, io.Discard); err == nil && code == http.StatusOK {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %s is not ready: %w", p.name, url, ctx.Err())
-		case <-p.exited:
-			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(20))
-		case <-time.After(poll):
-		}
-	}
+	return p.waitOK(ctx, "http://"+p.metricsAddr+"/-/ready")
 }
 
 // scrapeFederate reads the series of the Prometheus server that match the
@@ -265,15 +250,14 @@ func scrapeFederate(p *agent, selector string) (map[string]*dto.MetricFamily, er
 	defer cancel()
 	var body bytes.Buffer
 	u := "http://" + p.metricsAddr + "/federate?" + url.Values{"match[]": {selector}}.Encode()
-	code, err := get(ctx, u, &body)
+	code, err := fleettest.HTTPGet(ctx, u, &body)
 	if err != nil {
 		return nil, err
 	}
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: status %d: %s", u, code, body.String())
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(&body)
+	return fleettest.ParseMetrics(&body)
 }
 
 // federated returns the values of the series of family name, as /federate
@@ -281,7 +265,7 @@ func scrapeFederate(p *agent, selector string) (map[string]*dto.MetricFamily, er
 func federated(families map[string]*dto.MetricFamily, name string, labelPairs ...string) []float64 {
 	var out []float64
 	for _, m := range families[name].GetMetric() {
-		if hasLabels(m, labelPairs...) {
+		if fleettest.HasLabels(m, labelPairs...) {
 			out = append(out, m.GetUntyped().GetValue())
 		}
 	}
@@ -300,7 +284,7 @@ func query(p *agent, q string) ([]promSeries, error) {
 	defer cancel()
 	var body bytes.Buffer
 	u := "http://" + p.metricsAddr + "/api/v1/query?" + url.Values{"query": {q}}.Encode()
-	code, err := get(ctx, u, &body)
+	code, err := fleettest.HTTPGet(ctx, u, &body)
 	if err != nil {
 		return nil, err
 	}

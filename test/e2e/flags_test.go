@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // A malformed pattern in a flag stops the agent at start-up, before it
@@ -34,7 +36,7 @@ func TestMalformedPatternFlags(t *testing.T) {
 	for _, tc := range cases {
 		for _, bin := range tc.bins {
 			t.Run(bin.name+"/"+tc.flag, func(t *testing.T) {
-				probe, err := freeAddr()
+				probe, err := fleettest.FreeAddr()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -18,26 +19,32 @@ import (
 // reach every mirror; deleting the source removes every mirror, then the
 // source.
 func TestHubSecretAcrossTheFleet(t *testing.T) {
+	hubSecretScenario(t, hubC, memA, memB)
+}
+
+// hubSecretScenario is TestHubSecretAcrossTheFleet in a fleet of a hub and
+// two members (this suite's, or the one the charts install).
+func hubSecretScenario(t *testing.T, hub, ma, mb *fleettest.Cluster) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	mkNamespaces(t, "platform", hubC)
-	mkNamespaces(t, "team-a", hubC)
-	mkNamespaces(t, "shared", hubC, memA, memB)
+	mkNamespaces(t, "platform", hub)
+	mkNamespaces(t, "team-a", hub)
+	mkNamespaces(t, "shared", hub, ma, mb)
 
 	src := &corev1.Secret{
 		ObjectMeta: sourceMeta("platform", "db-credentials", "team-a, */shared"),
 		StringData: map[string]string{"password": "v1"},
 	}
-	g.Expect(hubC.Client.Create(ctx, src)).To(Succeed())
+	g.Expect(hub.Client.Create(ctx, src)).To(Succeed())
 
 	mirrors := []struct {
 		cluster   *fleettest.Cluster
 		namespace string
 		managedBy string
 	}{
-		{hubC, "team-a", annotations.ManagedByMember},
-		{memA, "shared", annotations.ManagedByHub},
-		{memB, "shared", annotations.ManagedByHub},
+		{hub, "team-a", annotations.ManagedByMember},
+		{ma, "shared", annotations.ManagedByHub},
+		{mb, "shared", annotations.ManagedByHub},
 	}
 	for _, m := range mirrors {
 		eventuallyExists(t, m.cluster, secret(m.namespace, src.Name), func(g Gomega, s *corev1.Secret) {
@@ -45,13 +52,13 @@ func TestHubSecretAcrossTheFleet(t *testing.T) {
 			g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v1")))
 		})
 	}
-	g.Eventually(status(hubC, src), timeout, poll).Should(Equal("1/1 namespaces synced | remote: 2 clusters, 2/2 synced"))
+	g.Eventually(status(hub, src), timeout, poll).Should(Equal("1/1 namespaces synced | remote: 2 clusters, 2/2 synced"))
 	// Neither agent writes hub/shared: the member was not asked to (no
 	// unqualified entry), and the hub never writes into the source's cluster.
-	expectAbsent(t, hubC, secret("shared", src.Name))
+	expectAbsent(t, hub, secret("shared", src.Name))
 
 	t.Log("Updating the source's data")
-	change(t, hubC, src, func(s *corev1.Secret) { s.Data["password"] = []byte("v2") })
+	change(t, hub, src, func(s *corev1.Secret) { s.Data["password"] = []byte("v2") })
 	for _, m := range mirrors {
 		eventuallyExists(t, m.cluster, secret(m.namespace, src.Name), func(g Gomega, s *corev1.Secret) {
 			g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v2")))
@@ -59,44 +66,54 @@ func TestHubSecretAcrossTheFleet(t *testing.T) {
 	}
 
 	t.Log("Deleting the source")
-	g.Expect(hubC.Client.Delete(ctx, src)).To(Succeed())
+	g.Expect(hub.Client.Delete(ctx, src)).To(Succeed())
 	for _, m := range mirrors {
 		eventuallyGone(t, m.cluster, secret(m.namespace, src.Name))
 	}
-	eventuallyGone(t, hubC, src)
+	eventuallyGone(t, hub, src)
 }
 
 // A ConfigMap on a member reaches the namespaces of another member that a
 // CLUSTER/NS glob names, and nothing else.
 func TestMemberConfigMapReachesAnotherMember(t *testing.T) {
+	memberConfigMapScenario(t, hubC, memA, memB, "app-1", "app-2")
+}
+
+// memberConfigMapScenario has the hub read a source in member ma and write
+// its mirrors into the namespaces of member mb that member-b/app-* names:
+// apps, created in mb; the first of them is created in ma and the hub too,
+// and must get no mirror there.
+func memberConfigMapScenario(t *testing.T, hub, ma, mb *fleettest.Cluster, apps ...string) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	mkNamespaces(t, "config", memA)
-	mkNamespaces(t, "app-1", memA, memB, hubC)
-	mkNamespaces(t, "app-2", memB)
+	mkNamespaces(t, "config", ma)
+	mkNamespaces(t, apps[0], ma, mb, hub)
+	for _, ns := range apps[1:] {
+		mkNamespaces(t, ns, mb)
+	}
 
 	src := &corev1.ConfigMap{
 		ObjectMeta: sourceMeta("config", "feature-flags", "member-b/app-*"),
 		Data:       map[string]string{"dark-mode": "on"},
 	}
-	g.Expect(memA.Client.Create(ctx, src)).To(Succeed())
+	g.Expect(ma.Client.Create(ctx, src)).To(Succeed())
 
-	for _, ns := range []string{"app-1", "app-2"} {
-		eventuallyExists(t, memB, configMap(ns, src.Name), func(g Gomega, cm *corev1.ConfigMap) {
+	for _, ns := range apps {
+		eventuallyExists(t, mb, configMap(ns, src.Name), func(g Gomega, cm *corev1.ConfigMap) {
 			expectMirror(g, cm, annotations.ManagedByHub, "member-a/config/feature-flags")
 			g.Expect(cm.Data).To(Equal(map[string]string{"dark-mode": "on"}))
 		})
 	}
-	g.Eventually(status(memA, src), timeout, poll).Should(Equal("remote: 1 clusters, 2/2 synced"))
-	expectAbsent(t, memA, configMap("app-1", src.Name))
-	expectAbsent(t, hubC, configMap("app-1", src.Name))
+	g.Eventually(status(ma, src), timeout, poll).Should(Equal(fmt.Sprintf("remote: 1 clusters, %d/%d synced", len(apps), len(apps))))
+	expectAbsent(t, ma, configMap(apps[0], src.Name))
+	expectAbsent(t, hub, configMap(apps[0], src.Name))
 
 	t.Log("Deleting the source")
-	g.Expect(memA.Client.Delete(ctx, src)).To(Succeed())
-	for _, ns := range []string{"app-1", "app-2"} {
-		eventuallyGone(t, memB, configMap(ns, src.Name))
+	g.Expect(ma.Client.Delete(ctx, src)).To(Succeed())
+	for _, ns := range apps {
+		eventuallyGone(t, mb, configMap(ns, src.Name))
 	}
-	eventuallyGone(t, memA, src)
+	eventuallyGone(t, ma, src)
 }
 
 // An object the hub does not own keeps its name: the hub reports a conflict

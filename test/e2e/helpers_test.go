@@ -14,17 +14,15 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
+// wait is how long this suite waits for the fleet, and how often it looks.
+var wait = fleettest.Wait{Timeout: timeout, Poll: poll}
+
 // mkNamespaces creates namespace name in each cluster, unless it exists.
 // envtest never finishes deleting a namespace, so tests share namespaces and
 // keep their objects apart by name.
 func mkNamespaces(t *testing.T, name string, cs ...*fleettest.Cluster) {
 	t.Helper()
-	for _, c := range cs {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := c.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	fleettest.CreateNamespaces(t, name, nil, cs...)
 }
 
 // createUnmanaged creates obj in c, an object no fleetmirror agent owns, and
@@ -44,45 +42,26 @@ func createUnmanaged(t *testing.T, c *fleettest.Cluster, obj client.Object) {
 // sourceMeta is the metadata of a source: enabled, synced, with the given
 // target-namespaces annotation.
 func sourceMeta(ns, name, targets string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Namespace: ns, Name: name,
-		Labels: map[string]string{annotations.LabelEnabled: "true"},
-		Annotations: map[string]string{
-			annotations.AnnotationSync:             "true",
-			annotations.AnnotationTargetNamespaces: targets,
-		},
-	}
+	return fleettest.SourceMeta(ns, name, targets)
 }
 
 // secret is an empty Secret with the given namespace and name, to read into.
-func secret(ns, name string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-}
+func secret(ns, name string) *corev1.Secret { return fleettest.Secret(ns, name) }
 
 // configMap is an empty ConfigMap with the given namespace and name, to read into.
-func configMap(ns, name string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-}
+func configMap(ns, name string) *corev1.ConfigMap { return fleettest.ConfigMap(ns, name) }
 
 // eventuallyExists waits until obj (namespace and name set) exists in c and
 // check, given the object as read, passes.
 func eventuallyExists[T client.Object](t *testing.T, c *fleettest.Cluster, obj T, check func(g Gomega, obj T)) {
 	t.Helper()
-	NewWithT(t).Eventually(func(g Gomega) {
-		g.Expect(c.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed(),
-			"%T %s/%s/%s", obj, c.Name, obj.GetNamespace(), obj.GetName())
-		if check != nil {
-			check(g, obj)
-		}
-	}, timeout, poll).Should(Succeed())
+	fleettest.EventuallyExists(t, wait, c, obj, check)
 }
 
 // eventuallyGone waits until obj (namespace and name set) no longer exists in c.
 func eventuallyGone(t *testing.T, c *fleettest.Cluster, obj client.Object) {
 	t.Helper()
-	NewWithT(t).Eventually(func() error {
-		return c.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-	}, timeout, poll).Should(Satisfy(apierrors.IsNotFound), "%T %s/%s/%s still exists", obj, c.Name, obj.GetNamespace(), obj.GetName())
+	fleettest.EventuallyGone(t, wait, c, obj)
 }
 
 // expectAbsent checks that obj (namespace and name set) does not exist in c.
@@ -105,21 +84,8 @@ func expectMirror(g Gomega, obj client.Object, managedBy, sourceRef string) {
 // change reads obj from c, applies fn and updates it, retrying on conflicts.
 func change[T client.Object](t *testing.T, c *fleettest.Cluster, obj T, fn func(T)) {
 	t.Helper()
-	NewWithT(t).Eventually(func() error {
-		if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		fn(obj)
-		return c.Client.Update(context.Background(), obj)
-	}, timeout, poll).Should(Succeed())
+	fleettest.Change(t, wait, c, obj, fn)
 }
 
 // status returns a function reading the status annotation of obj in c.
-func status(c *fleettest.Cluster, obj client.Object) func() string {
-	return func() string {
-		if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err.Error()
-		}
-		return obj.GetAnnotations()[annotations.AnnotationStatus]
-	}
-}
+func status(c *fleettest.Cluster, obj client.Object) func() string { return fleettest.Status(c, obj) }

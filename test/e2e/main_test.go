@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,23 +194,5 @@ func registerMembers(ctx context.Context) error {
 // waitClustersUp waits until the hub reports every named cluster up, so that
 // the tests start from a connected fleet.
 func waitClustersUp(ctx context.Context, names ...string) error {
-	for {
-		var down []string
-		families, err := hubAgent.scrape()
-		for _, name := range names {
-			if v, ok := value(families, "fleetmirror_hub_cluster_up", "cluster", name); err != nil || !ok || v != 1 {
-				down = append(down, name)
-			}
-		}
-		if len(down) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the hub does not report %s up: %w", strings.Join(down, ", "), errors.Join(err, ctx.Err()))
-		case <-hubAgent.exited:
-			return fmt.Errorf("%s exited: %v", hubAgent.name, hubAgent.err)
-		case <-time.After(poll):
-		}
-	}
+	return waitUp(ctx, hubAgent, names...)
 }

@@ -327,7 +327,7 @@ func unreachableKubeconfig(c *fleettest.Cluster) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := fleettest.FreeAddr()
 	if err != nil {
 		return nil, err
 	}

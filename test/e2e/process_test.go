@@ -12,11 +12,11 @@ import (
 	"testing"
 )
 
-// startProcess starts bin with args the way startAgent starts an agent (a
-// process group of its own, output to a.logPath, SIGTERM then SIGKILL on
-// stop), for processes that startAgent cannot start: agents with a
-// kubeconfig of their own and Prometheus servers. a carries the name, the
-// log path and the addresses; startProcess fills in the rest.
+// startProcess starts bin with args the way every process of these tests
+// starts (a process group of its own, output to a.logPath, SIGTERM then
+// SIGKILL on stop): agents through startAgent, agents with a kubeconfig of
+// their own and Prometheus servers directly. a carries the name, the log
+// path and the addresses; startProcess fills in the rest.
 func startProcess(a *agent, bin string, args ...string) error {
 	if err := os.MkdirAll(filepath.Dir(a.logPath), 0o755); err != nil {
 		return err

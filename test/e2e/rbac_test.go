@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
@@ -187,7 +187,7 @@ func TestChartsRBAC(t *testing.T) {
 		hubSecretScenario(t, hub, ma, mb)
 	})
 	t.Run("a member ConfigMap reaches another member", func(t *testing.T) {
-		memberConfigMapScenario(t, hub, ma, mb)
+		memberConfigMapScenario(t, hub, ma, mb, "app-1")
 	})
 	t.Run("no request of the agents was forbidden", func(t *testing.T) {
 		for _, a := range procs {
@@ -265,76 +265,6 @@ func TestChartsRBAC(t *testing.T) {
 		id.expectListAllowed(t, "secrets", "")
 	})
 	t.Logf("whole test: %s", time.Since(begin).Round(time.Millisecond))
-}
-
-// hubSecretScenario is TestHubSecretAcrossTheFleet in the charts' fleet.
-func hubSecretScenario(t *testing.T, hub, ma, mb *fleettest.Cluster) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	mkNamespaces(t, "platform", hub)
-	mkNamespaces(t, "team-a", hub)
-	mkNamespaces(t, "shared", hub, ma, mb)
-
-	src := &corev1.Secret{
-		ObjectMeta: sourceMeta("platform", "db-credentials", "team-a, */shared"),
-		StringData: map[string]string{"password": "v1"},
-	}
-	g.Expect(hub.Client.Create(ctx, src)).To(Succeed())
-	mirrors := []struct {
-		cluster   *fleettest.Cluster
-		namespace string
-		managedBy string
-	}{
-		{hub, "team-a", annotations.ManagedByMember},
-		{ma, "shared", annotations.ManagedByHub},
-		{mb, "shared", annotations.ManagedByHub},
-	}
-	for _, m := range mirrors {
-		eventuallyExists(t, m.cluster, secret(m.namespace, src.Name), func(g Gomega, s *corev1.Secret) {
-			expectMirror(g, s, m.managedBy, "hub/platform/db-credentials")
-			g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v1")))
-		})
-	}
-	g.Eventually(status(hub, src), timeout, poll).Should(Equal("1/1 namespaces synced | remote: 2 clusters, 2/2 synced"))
-	expectAbsent(t, hub, secret("shared", src.Name))
-
-	change(t, hub, src, func(s *corev1.Secret) { s.Data["password"] = []byte("v2") })
-	for _, m := range mirrors {
-		eventuallyExists(t, m.cluster, secret(m.namespace, src.Name), func(g Gomega, s *corev1.Secret) {
-			g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v2")))
-		})
-	}
-
-	g.Expect(hub.Client.Delete(ctx, src)).To(Succeed())
-	for _, m := range mirrors {
-		eventuallyGone(t, m.cluster, secret(m.namespace, src.Name))
-	}
-	eventuallyGone(t, hub, src)
-}
-
-// memberConfigMapScenario has the hub read a source in member-a and write
-// its mirrors into member-b, both through the member chart's hub identity.
-func memberConfigMapScenario(t *testing.T, hub, ma, mb *fleettest.Cluster) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	mkNamespaces(t, "config", ma)
-	mkNamespaces(t, "app-1", ma, mb, hub)
-
-	src := &corev1.ConfigMap{
-		ObjectMeta: sourceMeta("config", "feature-flags", "member-b/app-*"),
-		Data:       map[string]string{"dark-mode": "on"},
-	}
-	g.Expect(ma.Client.Create(ctx, src)).To(Succeed())
-	eventuallyExists(t, mb, configMap("app-1", src.Name), func(g Gomega, cm *corev1.ConfigMap) {
-		expectMirror(g, cm, annotations.ManagedByHub, "member-a/config/feature-flags")
-		g.Expect(cm.Data).To(Equal(map[string]string{"dark-mode": "on"}))
-	})
-	g.Eventually(status(ma, src), timeout, poll).Should(Equal("remote: 1 clusters, 1/1 synced"))
-	expectAbsent(t, ma, configMap("app-1", src.Name))
-
-	g.Expect(ma.Client.Delete(ctx, src)).To(Succeed())
-	eventuallyGone(t, mb, configMap("app-1", src.Name))
-	eventuallyGone(t, ma, src)
 }
 
 // privileged are requests no fleetmirror identity may make: writing RBAC
@@ -749,7 +679,7 @@ func waitUp(ctx context.Context, hub *agent, names ...string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s does not report %s up: %v (last scrape error: %v)", hub.name, strings.Join(down, ", "), ctx.Err(), err)
+			return fmt.Errorf("%s does not report %s up: %w", hub.name, strings.Join(down, ", "), errors.Join(err, ctx.Err()))
 		case <-hub.exited:
 			return fmt.Errorf("%s exited: %v", hub.name, hub.err)
 		case <-time.After(poll):
