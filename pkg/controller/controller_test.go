@@ -52,13 +52,13 @@ func TestMergeStatus(t *testing.T) {
 		want          string
 	}{
 		{"", "2/2 namespaces synced", false, "2/2 namespaces synced"},
-		{"", "remote: 1 clusters, 1/1 synced", true, "remote: 1 clusters, 1/1 synced"},
-		{"2/2 namespaces synced", "remote: 1 clusters, 1/1 synced", true, "2/2 namespaces synced | remote: 1 clusters, 1/1 synced"},
-		{"remote: 1 clusters, 1/1 synced", "3/3 namespaces synced", false, "3/3 namespaces synced | remote: 1 clusters, 1/1 synced"},
-		{"2/2 namespaces synced | remote: 1 clusters, 1/1 synced", "2/3 namespaces synced; 1 failed", false,
-			"2/3 namespaces synced; 1 failed | remote: 1 clusters, 1/1 synced"},
-		{"2/2 namespaces synced | remote: 1 clusters, 1/1 synced", "", true, "2/2 namespaces synced"},
-		{"2/2 namespaces synced | remote: 1 clusters, 1/1 synced", "", false, "remote: 1 clusters, 1/1 synced"},
+		{"", "remote: 1 cluster, 1/1 synced", true, "remote: 1 cluster, 1/1 synced"},
+		{"2/2 namespaces synced", "remote: 1 cluster, 1/1 synced", true, "2/2 namespaces synced | remote: 1 cluster, 1/1 synced"},
+		{"remote: 1 cluster, 1/1 synced", "3/3 namespaces synced", false, "3/3 namespaces synced | remote: 1 cluster, 1/1 synced"},
+		{"2/2 namespaces synced | remote: 1 cluster, 1/1 synced", "2/3 namespaces synced; 1 failed", false,
+			"2/3 namespaces synced; 1 failed | remote: 1 cluster, 1/1 synced"},
+		{"2/2 namespaces synced | remote: 1 cluster, 1/1 synced", "", true, "2/2 namespaces synced"},
+		{"2/2 namespaces synced | remote: 1 cluster, 1/1 synced", "", false, "remote: 1 cluster, 1/1 synced"},
 	}
 	for _, tt := range tests {
 		if got := mergeStatus(tt.current, tt.part, tt.remote); got != tt.want {
@@ -75,10 +75,10 @@ func TestMergeStatus(t *testing.T) {
 func TestStatusLine(t *testing.T) {
 	p := Plan{Targets: make([]Target, 4), Outcome: targets.Outcome{Skipped: []string{"x"}, Unreachable: []string{"eu-2"}, Clusters: 3}}
 	s := summary{created: 1, unchanged: 2, conflicts: []string{"c"}}
-	if got, want := statusLine(p, s, false), "3/4 namespaces synced; 1 conflicts; 1 over limit; eu-2 unreachable"; got != want {
+	if got, want := statusLine(p, s, false), "3/4 namespaces synced; 1 conflict; 1 over limit; eu-2 unreachable"; got != want {
 		t.Errorf("member line = %q, want %q", got, want)
 	}
-	if got, want := statusLine(p, s, true), "remote: 3 clusters, 3/4 synced; 1 conflicts; 1 over limit; eu-2 unreachable"; got != want {
+	if got, want := statusLine(p, s, true), "remote: 3 clusters, 3/4 synced; 1 conflict; 1 over limit; eu-2 unreachable"; got != want {
 		t.Errorf("hub line = %q, want %q", got, want)
 	}
 }

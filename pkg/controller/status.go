@@ -82,7 +82,7 @@ func statusLine(p Plan, s summary, remote bool) string {
 	synced := s.created + s.updated + s.replaced + s.unchanged
 	var parts []string
 	if remote {
-		parts = append(parts, fmt.Sprintf("%s%d clusters, %d/%d synced", remotePrefix, p.Clusters, synced, len(p.Targets)))
+		parts = append(parts, fmt.Sprintf("%s%s, %d/%d synced", remotePrefix, count(p.Clusters, "cluster"), synced, len(p.Targets)))
 	} else {
 		parts = append(parts, fmt.Sprintf("%d/%d namespaces synced", synced, len(p.Targets)))
 	}
@@ -91,7 +91,9 @@ func statusLine(p Plan, s summary, remote bool) string {
 			parts = append(parts, fmt.Sprintf("%d %s", n, what))
 		}
 	}
-	add(len(s.conflicts), "conflicts")
+	if n := len(s.conflicts); n > 0 {
+		parts = append(parts, count(n, "conflict"))
+	}
 	add(len(s.failures), "failed")
 	add(s.transformSkipped, "skipped by transform")
 	add(len(p.Skipped), "over limit")
@@ -101,6 +103,14 @@ func statusLine(p Plan, s summary, remote bool) string {
 		parts = append(parts, joinLimited(p.unreachable()))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// count says n things: "1 cluster", "2 clusters".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // The member and the hub share AnnotationStatus: the member's part comes

@@ -83,7 +83,7 @@ func TestKubeconfigRotation(t *testing.T) {
 	eventuallySecret(t, memB, shared, "rot", func(g Gomega, m *corev1.Secret) {
 		g.Expect(m.Data).To(HaveKeyWithValue("k", []byte("v2")))
 	})
-	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 clusters, 1/1 synced"))
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
 }
 
 func TestRefusedRegistrations(t *testing.T) {
@@ -176,7 +176,7 @@ func TestUnregisterAndChurnLeaveNothingBehind(t *testing.T) {
 	// A hundred cycles: a leak of even one goroutine per cycle shows.
 	for range 100 {
 		g.Expect(fleettest.Unregister(ctx, hubC.Client, secretsNS, memB)).To(Succeed())
-		g.Eventually(status(hubC, onHub), timeout, poll).Should(Equal("remote: 1 clusters, 1/1 synced"))
+		g.Eventually(status(hubC, onHub), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
 		g.Eventually(func() bool { return hubSeries("fleetmirror_hub_cluster_up", "member-b") }, timeout, poll).Should(BeFalse())
 		g.Expect(registerB(nil)).To(Succeed())
 		g.Eventually(status(hubC, onHub), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
@@ -188,7 +188,7 @@ func TestUnregisterAndChurnLeaveNothingBehind(t *testing.T) {
 	// kept (the default), and the hub's mirror in member-b stays too.
 	g.Expect(fleettest.Unregister(ctx, hubC.Client, secretsNS, memB)).To(Succeed())
 	t.Cleanup(func() { _ = registerB(nil) })
-	g.Eventually(status(hubC, onHub), timeout, poll).Should(Equal("remote: 1 clusters, 1/1 synced"))
+	g.Eventually(status(hubC, onHub), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
 	g.Consistently(func() (*corev1.Secret, error) { return getSecret(memA, shared, "from-b") }, 2*time.Second, poll).ShouldNot(BeNil())
 }
 

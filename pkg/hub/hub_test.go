@@ -94,7 +94,7 @@ func TestClusterSelector(t *testing.T) {
 	s.Annotations[annotations.AnnotationTargetClusterSelector] = "env=prod"
 	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
 	eventuallySecret(t, memB, sel, "prod-only", nil)
-	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 clusters, 1/1 synced"))
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
 	got, err := getSecret(memA, sel, "prod-only")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(BeNil(), "member-a carries no env=prod label")
@@ -113,7 +113,7 @@ func TestRemoteConflictLeavesUnmanagedObjectAlone(t *testing.T) {
 	s := sourceSecret(src, "taken", "*/"+shared, map[string]string{"k": "v"})
 	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
 	eventuallySecret(t, memB, shared, "taken", nil)
-	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 1/2 synced; 1 conflicts"))
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 1/2 synced; 1 conflict"))
 	g.Eventually(func() []string { return eventMessages(hubC, src, "taken", "TargetConflict") }, timeout, poll).
 		Should(ContainElement(ContainSubstring("not managed by fleetmirror")))
 

@@ -47,7 +47,7 @@ func TestKubeconfigDirProvider(t *testing.T) {
 
 	// member-b's file goes: it leaves the fleet, and the source says so.
 	g.Expect(os.Remove(filepath.Join(dir, memB.Name+".kubeconfig"))).To(Succeed())
-	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 clusters, 1/1 synced"))
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
 
 	g.Expect(hubC.Client.Delete(context.Background(), s)).To(Succeed())
 	eventuallyGone(t, memA, shared, "creds")

@@ -51,7 +51,7 @@ func TestRegistrationByMirroringIsRefused(t *testing.T) {
 		eventuallySecret(t, hubC, ok, evil.Name, nil)
 		g.Eventually(func() []string { return eventMessages(memA, tenant, evil.Name, controller.ReasonNamespaceRefused) }, timeout, poll).
 			Should(ContainElement(ContainSubstring("hub/" + secretsNS)))
-		g.Eventually(status(memA, evil), timeout, poll).Should(Equal("remote: 1 clusters, 1/1 synced; 1 refused"))
+		g.Eventually(status(memA, evil), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced; 1 refused"))
 		got, err := getSecret(hubC, secretsNS, evil.Name)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(got).To(BeNil(), "no mirror in the cluster-secrets namespace")

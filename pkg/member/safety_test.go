@@ -30,7 +30,7 @@ func TestUnmanagedObjectIsNotTouched(t *testing.T) {
 	src := sourceSecret(ns[0], "creds", ns[1]+","+ns[2], map[string]string{"password": "ours"})
 	create(t, src)
 	eventuallySecret(t, ns[2], "creds", nil)
-	g.Eventually(status(src), timeout, poll).Should(Equal("1/2 namespaces synced; 1 conflicts"))
+	g.Eventually(status(src), timeout, poll).Should(Equal("1/2 namespaces synced; 1 conflict"))
 	eventuallyEvent(t, ns[0], "creds", controller.ReasonTargetConflict, ns[1]+"/creds exists and is not managed by fleetmirror")
 
 	g.Consistently(secretState(ns[1], "creds"), settle, poll).Should(Equal(before))
@@ -106,7 +106,7 @@ func TestTwoSourcesOneTarget(t *testing.T) {
 	second := sourceSecret(ns[1], "shared", ns[2]+","+ns[3], map[string]string{"from": "second"})
 	create(t, second)
 	eventuallySecret(t, ns[3], "shared", nil)
-	g.Eventually(status(second), timeout, poll).Should(Equal("1/2 namespaces synced; 1 conflicts"))
+	g.Eventually(status(second), timeout, poll).Should(Equal("1/2 namespaces synced; 1 conflict"))
 	eventuallyEvent(t, ns[1], "shared", controller.ReasonTargetConflict, ns[2]+"/shared already mirrors "+owner)
 	g.Expect(status(first)()).To(Equal("1/1 namespaces synced"))
 	kept := mirror()

@@ -104,7 +104,7 @@ func memberConfigMapScenario(t *testing.T, hub, ma, mb *fleettest.Cluster, apps 
 			g.Expect(cm.Data).To(Equal(map[string]string{"dark-mode": "on"}))
 		})
 	}
-	g.Eventually(status(ma, src), timeout, poll).Should(Equal(fmt.Sprintf("remote: 1 clusters, %d/%d synced", len(apps), len(apps))))
+	g.Eventually(status(ma, src), timeout, poll).Should(Equal(fmt.Sprintf("remote: 1 cluster, %d/%d synced", len(apps), len(apps))))
 	expectAbsent(t, ma, configMap(apps[0], src.Name))
 	expectAbsent(t, hub, configMap(apps[0], src.Name))
 
@@ -141,7 +141,7 @@ func TestRemoteConflictLeavesUnmanagedSecretAlone(t *testing.T) {
 	eventuallyExists(t, memA, secret("shared", src.Name), func(g Gomega, s *corev1.Secret) {
 		expectMirror(g, s, annotations.ManagedByHub, "hub/platform/api-token")
 	})
-	g.Eventually(status(hubC, src), timeout, poll).Should(Equal("remote: 2 clusters, 1/2 synced; 1 conflicts"))
+	g.Eventually(status(hubC, src), timeout, poll).Should(Equal("remote: 2 clusters, 1/2 synced; 1 conflict"))
 	g.Eventually(func() (float64, error) { return hubConflicts(memB.Name) }, timeout, poll).Should(BeNumerically(">", conflictsBefore))
 	expectUntouched := func() {
 		t.Helper()

@@ -64,7 +64,7 @@ func TestKilledMidPropagation(t *testing.T) {
 	g.Expect(partial).To(BeNumerically("<", targets-1), "the agent finished before it was killed; the test proves nothing")
 
 	start("second")
-	g.Eventually(status(c, src), timeout, poll).Should(Equal(fmt.Sprintf("%d/%d namespaces synced; 1 conflicts", targets-1, targets)))
+	g.Eventually(status(c, src), timeout, poll).Should(Equal(fmt.Sprintf("%d/%d namespaces synced; 1 conflict", targets-1, targets)))
 	g.Expect(mirrors()).To(Equal(targets - 1))
 	still := secret("t000", "bulk")
 	g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(still), still)).To(Succeed())

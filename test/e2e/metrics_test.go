@@ -86,7 +86,7 @@ func testSyncMetrics(t *testing.T) {
 	// is skipped and counted, the mirrors are written without it.
 	src.Annotations[annotations.AnnotationTransform] = "rules:\n  - path: data.k\n    template: \"{{ b64dec .TargetNamespace }}\"\n"
 	g.Expect(hubC.Client.Create(ctx, src)).To(Succeed())
-	g.Eventually(status(hubC, src), timeout, poll).Should(Equal("1/2 namespaces synced; 1 conflicts | remote: 2 clusters, 1/2 synced; 1 conflicts"))
+	g.Eventually(status(hubC, src), timeout, poll).Should(Equal("1/2 namespaces synced; 1 conflict | remote: 2 clusters, 1/2 synced; 1 conflict"))
 
 	moved := []struct {
 		agent  *agent
@@ -154,7 +154,7 @@ func testCircuitBreaker(t *testing.T) {
 		g.Eventually(open(a), timeout, poll).Should(Equal(before[a]+1), "%s: breakers open", a.name)
 	}
 	g.Eventually(status(hubC, src), timeout, poll).Should(SatisfyAll(
-		HavePrefix("0/1 namespaces synced; 1 failed"), ContainSubstring(" | remote: 1 clusters, 0/1 synced; 1 failed")))
+		HavePrefix("0/1 namespaces synced; 1 failed"), ContainSubstring(" | remote: 1 cluster, 0/1 synced; 1 failed")))
 
 	g.Expect(hubC.Client.Delete(ctx, src)).To(Succeed())
 	eventuallyGone(t, hubC, src)
