@@ -9,13 +9,13 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
-// breaker is a per-source circuit breaker. After Threshold failed
+// breaker is a per-source circuit breaker. After threshold failed
 // reconciles in a row a source's retries are spaced out, doubling from
-// Base up to Max, instead of following the work queue's fast per-item
+// base up to max, instead of following the work queue's fast per-item
 // backoff; the other sources are not slowed. One success closes it.
 type breaker struct {
-	Threshold int
-	Base, Max time.Duration
+	threshold int
+	base, max time.Duration
 
 	mu       sync.Mutex
 	failures map[Key]int
@@ -25,12 +25,12 @@ type breaker struct {
 func (b *breaker) open(key Key) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.Threshold > 0 && b.failures[key]+1 >= b.Threshold
+	return b.threshold > 0 && b.failures[key]+1 >= b.threshold
 }
 
 // record turns the outcome of a reconcile into what the queue is told.
 func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Result, error) {
-	if b.Threshold <= 0 {
+	if b.threshold <= 0 {
 		return res, err
 	}
 	b.mu.Lock()
@@ -40,7 +40,7 @@ func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Re
 	}
 	n := b.failures[key]
 	if err == nil {
-		if n >= b.Threshold {
+		if n >= b.threshold {
 			metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Dec()
 		}
 		delete(b.failures, key)
@@ -48,15 +48,15 @@ func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Re
 	}
 	n++
 	b.failures[key] = n
-	if n < b.Threshold {
+	if n < b.threshold {
 		return res, err
 	}
-	if n == b.Threshold {
+	if n == b.threshold {
 		metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Inc()
 	}
-	wait := b.Base << min(n-b.Threshold, 16)
-	if wait <= 0 || wait > b.Max {
-		wait = b.Max
+	wait := b.base << min(n-b.threshold, 16)
+	if wait <= 0 || wait > b.max {
+		wait = b.max
 	}
 	// The error is reported in Events and status; returning it would put
 	// the source back on the queue's fast backoff.
@@ -67,7 +67,7 @@ func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Re
 func (b *breaker) forget(key Key) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.failures[key] >= b.Threshold && b.Threshold > 0 {
+	if b.failures[key] >= b.threshold && b.threshold > 0 {
 		metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Dec()
 	}
 	delete(b.failures, key)

@@ -85,14 +85,7 @@ type Options struct {
 // events (on the leader), and a readiness check that passes once the
 // agent's own cluster has its caches.
 func Add(mgr manager.Manager, o Options) error {
-	r := &Reconciler{
-		opts:    o,
-		fleet:   o.Fleet,
-		Applier: &apply.Applier{FieldManager: o.Identity.FieldManager, ManagedBy: o.Identity.ManagedBy},
-		build:   desired.Options{ManagedBy: o.Identity.ManagedBy, Strip: o.Strip},
-		Breaker: breaker{Threshold: o.BreakerThreshold, Base: o.BreakerBase, Max: o.BreakerMax},
-	}
-	events := &eventSource{reconciler: r, fleet: o.Fleet, crossCluster: o.Scope == ScopeRemote}
+	r, events := newPipeline(o)
 	if err := mgr.Add(fleetRunnable{o.Fleet, events}); err != nil {
 		return err
 	}
@@ -120,6 +113,19 @@ func Add(mgr manager.Manager, o Options) error {
 		}
 		return nil
 	})
+}
+
+// newPipeline returns the reconciler of o and the event source that feeds
+// it.
+func newPipeline(o Options) (*Reconciler, *eventSource) {
+	r := &Reconciler{
+		opts:    o,
+		fleet:   o.Fleet,
+		Applier: &apply.Applier{FieldManager: o.Identity.FieldManager, ManagedBy: o.Identity.ManagedBy},
+		build:   desired.Options{ManagedBy: o.Identity.ManagedBy, Strip: o.Strip},
+		breaker: breaker{threshold: o.BreakerThreshold, base: o.BreakerBase, max: o.BreakerMax},
+	}
+	return r, &eventSource{reconciler: r, fleet: o.Fleet, crossCluster: o.Scope == ScopeRemote}
 }
 
 // fleetRunnable runs the fleet, telling the controller's event source.

@@ -12,7 +12,7 @@ import (
 )
 
 func TestBreaker(t *testing.T) {
-	b := breaker{Threshold: 3, Base: time.Second, Max: 5 * time.Second}
+	b := breaker{threshold: 3, base: time.Second, max: 5 * time.Second}
 	key := Key{Cluster: "c", GVK: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, Namespace: "ns", Name: "n"}
 	other := key
 	other.Name = "other"

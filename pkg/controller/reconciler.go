@@ -42,8 +42,8 @@ type Reconciler struct {
 	// build says how mirrors are built; SourceCluster is set per source.
 	build desired.Options
 
-	// Breaker spaces out the retries of a source that keeps failing.
-	Breaker breaker
+	// breaker spaces out the retries of a source that keeps failing.
+	breaker breaker
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
@@ -71,7 +71,7 @@ const retryConflict = time.Minute
 // Reconcile brings the mirrors of one source to the desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
 	res, err := r.reconcile(ctx, key)
-	return r.Breaker.record(key, res, err)
+	return r.breaker.record(key, res, err)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
@@ -364,7 +364,7 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 // when it wrote nothing).
 func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary) (reconcile.Result, error) {
 	line := statusLine(plan, sum, r.opts.Scope == ScopeRemote)
-	if len(sum.errors) > 0 && r.Breaker.open(key) {
+	if len(sum.errors) > 0 && r.breaker.open(key) {
 		line += "; retries backing off"
 	}
 	if changed := sum.created + sum.updated + sum.replaced + sum.deleted; changed > 0 {
@@ -441,7 +441,7 @@ func (r *Reconciler) warned(c *clusters.Cluster, src *unstructured.Unstructured,
 
 func (r *Reconciler) forget(key Key) {
 	r.sourceWrites.Delete(key)
-	r.Breaker.forget(key)
+	r.breaker.forget(key)
 	r.observed.Delete(key)
 	r.reported.Delete(key)
 }

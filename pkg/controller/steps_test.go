@@ -160,17 +160,11 @@ func newSteps(t *testing.T, o Options, more ...fleet.Provider) *steps {
 	if o.CallTimeout == 0 {
 		o.CallTimeout = 10 * time.Second
 	}
-	r := &Reconciler{
-		opts:    o,
-		fleet:   f,
-		Applier: &apply.Applier{FieldManager: o.Identity.FieldManager, ManagedBy: o.Identity.ManagedBy},
-		build:   desired.Options{ManagedBy: o.Identity.ManagedBy, Strip: o.Strip},
-		Breaker: breaker{Threshold: o.BreakerThreshold, Base: o.BreakerBase, Max: o.BreakerMax},
-	}
+	r, events := newPipeline(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- f.Run(ctx, &eventSource{reconciler: r, fleet: f, crossCluster: o.Scope == ScopeRemote})
+		done <- f.Run(ctx, events)
 	}()
 	t.Cleanup(func() {
 		cancel()
