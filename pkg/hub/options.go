@@ -14,7 +14,7 @@ import (
 
 // Cluster providers of the hub (--cluster-provider).
 const (
-	ProviderKubeconfigSecrets = "kubeconfig-secrets"
+	ProviderKubeconfigSecrets = "kubeconfig-secrets" //nolint:gosec // the name of a provider, not a credential
 	ProviderKubeconfigDir     = "kubeconfig-dir"
 )
 
@@ -65,10 +65,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ClusterSecretsNamespace, "cluster-secrets-namespace", "", "Namespace of the kubeconfig Secrets that register clusters (default: --namespace).")
 	fs.StringVar(&o.KubeconfigDir, "kubeconfig-dir", "", "Directory of kubeconfig files, one per cluster, with --cluster-provider=kubeconfig-dir; read again every 2s.")
 	fs.BoolVar(&o.AllowKubeconfigPlugins, "allow-kubeconfig-plugins", false, "Accept kubeconfigs with exec or auth-provider plugins. DANGEROUS: whoever writes a registration Secret runs programs on the hub.")
-	fs.StringVar(&o.Hub.raw.clusters, "allowed-source-clusters", "", "Comma-separated cluster globs whose sources may target other clusters; empty allows all.")
-	fs.StringVar(&o.Hub.raw.namespaces, "allowed-source-namespaces", "", "Comma-separated namespace globs whose sources may target other clusters; empty allows all.")
+	fs.StringVar(&o.raw.clusters, "allowed-source-clusters", "", "Comma-separated cluster globs whose sources may target other clusters; empty allows all.")
+	fs.StringVar(&o.raw.namespaces, "allowed-source-namespaces", "", "Comma-separated namespace globs whose sources may target other clusters; empty allows all.")
 	fs.DurationVar(&o.RemoteCleanupTimeout, "remote-cleanup-timeout", 5*time.Minute, "How long a deleted source is held while clusters with its mirrors are unreachable; the orphan sweep removes those mirrors when they return.")
-	fs.StringVar(&o.Hub.raw.orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
+	fs.StringVar(&o.raw.orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
 	fs.DurationVar(&o.ProbeInterval, "cluster-probe-interval", 10*time.Second, "How often each registered cluster is probed.")
 	fs.DurationVar(&o.ProbeTimeout, "cluster-probe-timeout", 3*time.Second, "Deadline of one cluster probe. A cluster that misses it is marked unreachable: calls to it fail at once until a probe succeeds. A call to a cluster still running after 1s (or this, if shorter) has the cluster probed at once.")
 }
@@ -83,22 +83,22 @@ func (o *Options) Complete() error {
 		o.ClusterSecretsNamespace = o.Namespace
 	}
 	var err error
-	if o.AllowedSourceClusters, err = agent.ParseNamespaceGlobs("allowed-source-clusters", o.Hub.raw.clusters); err != nil {
+	if o.AllowedSourceClusters, err = agent.ParseNamespaceGlobs("allowed-source-clusters", o.raw.clusters); err != nil {
 		return err
 	}
-	if o.AllowedSourceNamespaces, err = agent.ParseNamespaceGlobs("allowed-source-namespaces", o.Hub.raw.namespaces); err != nil {
+	if o.AllowedSourceNamespaces, err = agent.ParseNamespaceGlobs("allowed-source-namespaces", o.raw.namespaces); err != nil {
 		return err
 	}
 	if errs := validation.IsDNS1123Label(o.ClusterSecretsNamespace); len(errs) > 0 {
 		return fmt.Errorf("--cluster-secrets-namespace: %q is not a namespace name: %s", o.ClusterSecretsNamespace, strings.Join(errs, "; "))
 	}
 	o.secretsNamespace = glob.MustParse(o.ClusterSecretsNamespace) // a name is a valid pattern
-	switch o.Hub.raw.orphans {
+	switch o.raw.orphans {
 	case "keep":
 	case "delete":
 		o.DeleteMirrorsOfUnregistered = true
 	default:
-		return fmt.Errorf("--unregistered-source-mirrors must be keep or delete, not %q", o.Hub.raw.orphans)
+		return fmt.Errorf("--unregistered-source-mirrors must be keep or delete, not %q", o.raw.orphans)
 	}
 	switch {
 	case o.ClusterProvider == ProviderKubeconfigDir && o.KubeconfigDir == "":
