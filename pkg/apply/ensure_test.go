@@ -3,25 +3,16 @@ package apply_test
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"net/http"
-	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
@@ -34,29 +25,7 @@ import (
 // without one run.
 var api *fleettest.Fleet
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if os.Getenv("FLEETMIRROR_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	}
-	if testing.Short() {
-		// The table tests of the pure helpers still run.
-		fmt.Println("skipping envtest suite in -short mode")
-		os.Exit(m.Run())
-	}
-	var err error
-	if api, err = fleettest.Start(""); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := api.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fleettest.Main(m, &api) }
 
 const (
 	cluster   = "local"
@@ -68,29 +37,6 @@ const (
 
 var secrets = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 
-// writes counts the writes an API server accepted.
-type writes struct{ n atomic.Int64 }
-
-func (w *writes) wrap(next http.RoundTripper) http.RoundTripper {
-	return &counting{next: next, writes: w}
-}
-
-type counting struct {
-	next   http.RoundTripper
-	writes *writes
-}
-
-func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := c.next.RoundTrip(r)
-	if r.Method != http.MethodGet && err == nil && resp.StatusCode < 300 {
-		c.writes.n.Add(1)
-	}
-	return resp, err
-}
-
-// WrappedRoundTripper lets client-go reach the transport beneath.
-func (c *counting) WrappedRoundTripper() http.RoundTripper { return c.next }
-
 type ignoreEvents struct{}
 
 func (ignoreEvents) Source(string, schema.GroupVersionKind, *unstructured.Unstructured, bool) {}
@@ -99,16 +45,16 @@ func (ignoreEvents) Namespace(string, *metav1.PartialObjectMetadata)            
 
 // startCluster connects to the test API server as the apply stage sees
 // it: a clusters.Cluster whose Secret watch runs and has synced. It
-// returns the count of the writes sent through it.
-func startCluster(t *testing.T) (*clusters.Cluster, *writes) {
+// returns the requests sent through it.
+func startCluster(t *testing.T) (*clusters.Cluster, *fleettest.Requests) {
 	t.Helper()
 	if api == nil {
 		t.Skip("needs an API server")
 	}
 	g := NewWithT(t)
-	w := &writes{}
+	w := &fleettest.Requests{}
 	cfg := rest.CopyConfig(api.Hub.Config)
-	cfg.Wrap(w.wrap)
+	cfg.Wrap(w.Wrap)
 	c, err := clusters.New(cfg, clusters.Options{Name: cluster, ManagedBy: managedBy, Handler: ignoreEvents{}})
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,9 +70,9 @@ func startCluster(t *testing.T) (*clusters.Cluster, *writes) {
 
 // namespace creates a namespace of its own for one case.
 func namespace(g Gomega, prefix string) string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	g.Expect(api.Hub.Client.Create(context.Background(), ns)).To(Succeed())
-	return ns.Name
+	ns, err := fleettest.NewNamespace(api.Hub, prefix)
+	g.Expect(err).NotTo(HaveOccurred())
+	return ns
 }
 
 // source is a Secret source app/db at resourceVersion rv; it needs not
@@ -272,7 +218,7 @@ func TestEnsure(t *testing.T) {
 			}
 			want := mirror(g, tt.want, ns, managedBy)
 			a := &apply.Applier{FieldManager: "fleetmirror-test", ManagedBy: managedBy}
-			written := w.n.Load()
+			written := w.Writes()
 
 			outcome, err := a.Ensure(context.Background(), c, secrets, want, false)
 
@@ -285,9 +231,9 @@ func TestEnsure(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 			}
 			if tt.write {
-				g.Expect(w.n.Load()).To(BeNumerically(">", written))
+				g.Expect(w.Writes()).To(BeNumerically(">", written))
 			} else {
-				g.Expect(w.n.Load()).To(Equal(written), "Ensure wrote")
+				g.Expect(w.Writes()).To(Equal(written), "Ensure wrote")
 			}
 			live, err := get(ns, "db")
 			g.Expect(err).NotTo(HaveOccurred())
@@ -392,7 +338,7 @@ func TestDelete(t *testing.T) {
 			before, err := get(ns, "db")
 			g.Expect(err).NotTo(HaveOccurred())
 			a := &apply.Applier{FieldManager: "fleetmirror-test", ManagedBy: managedBy}
-			written := w.n.Load()
+			written := w.Writes()
 
 			outcome, err := a.Delete(context.Background(), c, secrets, live, sourceRef)
 
@@ -403,7 +349,7 @@ func TestDelete(t *testing.T) {
 				g.Expect(errors.As(err, &ce)).To(BeTrue(), "error %v", err)
 				g.Expect(gerr).NotTo(HaveOccurred())
 				g.Expect(after.GetResourceVersion()).To(Equal(before.GetResourceVersion()), "object touched")
-				g.Expect(w.n.Load()).To(Equal(written), "Delete wrote")
+				g.Expect(w.Writes()).To(Equal(written), "Delete wrote")
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())

@@ -2,14 +2,9 @@ package controller
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
@@ -39,85 +32,19 @@ import (
 // without one run.
 var api *fleettest.Fleet
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if os.Getenv("FLEETMIRROR_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	}
-	if testing.Short() {
-		// The table tests of the pure helpers still run.
-		fmt.Println("skipping envtest suite in -short mode")
-		os.Exit(m.Run())
-	}
-	var err error
-	if api, err = fleettest.Start(""); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := api.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fleettest.Main(m, &api) }
 
 const (
 	local = "local"
 	// otherFinalizer is somebody else's finalizer on a source.
 	otherFinalizer = "example.com/keep"
-	hubPart        = "remote: 1 clusters, 1/1 synced"
+	hubPart        = "remote: 1 cluster, 1/1 synced"
 )
 
 var (
 	secrets  = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	identity = Identity{ManagedBy: annotations.ManagedByMember, FieldManager: "fleetmirror-test", Finalizer: annotations.Prefix + "test-cleanup"}
 )
-
-// calls records the requests a reconciler sends, with their status.
-type calls struct {
-	mu   sync.Mutex
-	list []string // "PATCH /api/v1/namespaces/ns/secrets/name 409"
-}
-
-func (l *calls) wrap(next http.RoundTripper) http.RoundTripper {
-	return &recording{next: next, calls: l}
-}
-
-// count counts the requests of method to a path ending in suffix that
-// were answered with status.
-func (l *calls) count(method, suffix string, status int) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, c := range l.list {
-		if strings.HasPrefix(c, method+" ") && strings.HasSuffix(c, fmt.Sprintf("%s %d", suffix, status)) {
-			n++
-		}
-	}
-	return n
-}
-
-type recording struct {
-	next  http.RoundTripper
-	calls *calls
-}
-
-func (r *recording) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := r.next.RoundTrip(req)
-	status := 0
-	if err == nil {
-		status = resp.StatusCode
-	}
-	r.calls.mu.Lock()
-	r.calls.list = append(r.calls.list, fmt.Sprintf("%s %s %d", req.Method, req.URL.Path, status))
-	r.calls.mu.Unlock()
-	return resp, err
-}
-
-// WrappedRoundTripper lets client-go reach the transport beneath.
-func (r *recording) WrappedRoundTripper() http.RoundTripper { return r.next }
 
 // unreachable engages a cluster whose API server never answers.
 type unreachable struct{ name string }
@@ -136,7 +63,7 @@ func (p unreachable) Run(ctx context.Context, e fleet.Engager) error {
 type steps struct {
 	r     *Reconciler
 	c     *clusters.Cluster
-	calls *calls
+	calls *fleettest.Requests
 }
 
 // newSteps runs a fleet with the local cluster (and those of more) and
@@ -147,9 +74,9 @@ func newSteps(t *testing.T, o Options, more ...fleet.Provider) *steps {
 		t.Skip("needs an API server")
 	}
 	g := NewWithT(t)
-	rec := &calls{}
+	rec := &fleettest.Requests{}
 	cfg := rest.CopyConfig(api.Hub.Config)
-	cfg.Wrap(rec.wrap)
+	cfg.Wrap(rec.Wrap)
 	provider := fleet.Providers(append([]fleet.Provider{providers.Local{Spec: fleet.Spec{Name: local, Config: cfg}}}, more...)...)
 	f := fleet.New(fleet.Options{
 		Provider: provider, ManagedBy: identity.ManagedBy, FieldManager: identity.FieldManager, Finalizer: identity.Finalizer,
@@ -182,9 +109,9 @@ func newSteps(t *testing.T, o Options, more ...fleet.Provider) *steps {
 
 // namespace creates a namespace of its own for one test or case.
 func namespace(g Gomega, prefix string) string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	g.Expect(api.Hub.Client.Create(context.Background(), ns)).To(Succeed())
-	return ns.Name
+	ns, err := fleettest.NewNamespace(api.Hub, prefix)
+	g.Expect(err).NotTo(HaveOccurred())
+	return ns
 }
 
 // source creates an enabled Secret source and returns its key and its
@@ -348,8 +275,8 @@ func TestPatchSourceNoSelfConflict(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(live(g, ns, "db").Annotations).To(HaveKeyWithValue(annotations.AnnotationStatus, part))
 	}
-	g.Expect(s.calls.count(http.MethodPatch, "/namespaces/"+ns+"/secrets/db", http.StatusConflict)).To(BeZero(), "conflicts with our own writes")
-	g.Expect(s.calls.count(http.MethodPatch, "/namespaces/"+ns+"/secrets/db", http.StatusOK)).To(Equal(3))
+	g.Expect(s.calls.Count(http.MethodPatch, "/namespaces/"+ns+"/secrets/db", http.StatusConflict)).To(BeZero(), "conflicts with our own writes")
+	g.Expect(s.calls.Count(http.MethodPatch, "/namespaces/"+ns+"/secrets/db", http.StatusOK)).To(Equal(3))
 }
 
 // TestDeleteUntargeted: our mirrors of the source outside keep are

@@ -3,11 +3,8 @@ package fleet_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net/url"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -19,9 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
@@ -31,24 +26,7 @@ import (
 
 var api *fleettest.Fleet
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("skipping envtest suite in -short mode")
-		os.Exit(0)
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	var err error
-	if api, err = fleettest.Start(""); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := api.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fleettest.Main(m, &api) }
 
 // handProvider hands the fleet's Engager to the test.
 type handProvider chan fleet.Engager
@@ -96,6 +74,9 @@ var secrets = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 // replaced keeps its sources' finalizers and is back at once; one that
 // leaves has them taken off; a cut connection is down and back up.
 func TestEngageAndDisengage(t *testing.T) {
+	if api == nil {
+		t.Skip("needs an API server")
+	}
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -26,15 +26,45 @@ func StartSuite(memberNames ...string) *Fleet {
 		fmt.Println("skipping envtest suite in -short mode")
 		os.Exit(0)
 	}
-	if os.Getenv(envTestLog) != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	}
+	setLogger()
 	f, err := Start("", memberNames...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	return f
+}
+
+// Main is the whole TestMain of a package whose tests are partly pure and
+// partly need API servers: under -short it runs the tests with *f nil (those
+// that need it skip themselves), otherwise it starts a fleet of the hub and
+// the named members into *f, runs the tests and stops the fleet. It ends
+// the process with the tests' status.
+func Main(m *testing.M, f **Fleet, memberNames ...string) {
+	flag.Parse()
+	setLogger()
+	if testing.Short() {
+		fmt.Println("envtest tests skipped in -short mode")
+		os.Exit(m.Run())
+	}
+	var err error
+	if *f, err = Start("", memberNames...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := (*f).Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// setLogger sends controller-runtime's log to stderr when
+// FLEETMIRROR_TEST_LOG is set, and nowhere otherwise.
+func setLogger() {
+	if os.Getenv(envTestLog) != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	}
 }

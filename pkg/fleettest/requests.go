@@ -1,0 +1,82 @@
+package fleettest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Requests records the requests sent through the transports it wraps, as
+// "METHOD PATH STATUS" (status 0 when the request failed without one).
+// Wrap is a rest.Config's Wrap function.
+type Requests struct {
+	mu   sync.Mutex
+	list []string
+}
+
+// Wrap returns next, recording every request it sends.
+func (r *Requests) Wrap(next http.RoundTripper) http.RoundTripper {
+	return &recorder{next: next, requests: r}
+}
+
+// Count counts the requests of method to a path ending in suffix that were
+// answered with status.
+func (r *Requests) Count(method, suffix string, status int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.list {
+		if strings.HasPrefix(c, method+" ") && strings.HasSuffix(c, fmt.Sprintf("%s %d", suffix, status)) {
+			n++
+		}
+	}
+	return n
+}
+
+// Writes counts the requests other than GET that the API server accepted.
+func (r *Requests) Writes() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.list {
+		var method, path string
+		var status int
+		if _, err := fmt.Sscanf(c, "%s %s %d", &method, &path, &status); err == nil && method != http.MethodGet && status > 0 && status < 300 {
+			n++
+		}
+	}
+	return n
+}
+
+type recorder struct {
+	next     http.RoundTripper
+	requests *Requests
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+	}
+	r.requests.mu.Lock()
+	r.requests.list = append(r.requests.list, fmt.Sprintf("%s %s %d", req.Method, req.URL.Path, status))
+	r.requests.mu.Unlock()
+	return resp, err
+}
+
+// WrappedRoundTripper lets client-go reach the transport beneath.
+func (r *recorder) WrappedRoundTripper() http.RoundTripper { return r.next }
+
+// NewNamespace creates a namespace named prefix-<random> in c for one test
+// or case, and returns its name.
+func NewNamespace(c *Cluster, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	err := c.Client.Create(context.Background(), ns)
+	return ns.Name, err
+}
