@@ -209,13 +209,13 @@ func (f *Fleet) Engage(ctx context.Context, s Spec) error {
 	f.mu.Unlock()
 	f.setSize()
 	f.start(parent, c)
-	go func() {
-		select {
-		case <-parent.Done(): // Run closes every connection
-		case <-ctx.Done():
+	// AfterFunc rather than a goroutine waiting on ctx: nothing runs, or
+	// is held, per cluster until its engagement ends.
+	context.AfterFunc(ctx, func() {
+		if parent.Err() == nil { // else Run closes every connection
 			f.disengage(c, !errors.Is(context.Cause(ctx), ErrReplaced))
 		}
-	}()
+	})
 	return nil
 }
 
