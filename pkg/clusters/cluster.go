@@ -270,8 +270,8 @@ func (c *Cluster) newKindWatch(gvk schema.GroupVersionKind) (*kindWatch, error) 
 // to informers that run already, handlers first get an add event for every
 // object cached.
 func (c *Cluster) handle(gvk schema.GroupVersionKind, w *kindWatch) error {
-	sourceEvents := metrics.WatchEvents.WithLabelValues(kindLabel(gvk), c.opts.Name, "sources")
-	mirrorEvents := metrics.WatchEvents.WithLabelValues(kindLabel(gvk), c.opts.Name, "mirrors")
+	sourceEvents := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "sources")
+	mirrorEvents := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "mirrors")
 	if _, err := w.sources.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
 		sourceEvents.Inc()
 		if u, ok := obj.(*unstructured.Unstructured); ok {

@@ -165,7 +165,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 			if !keep {
 				log.Info("Stopping watches of kind", "cluster", c.Name(), "gvk", gvk.String())
 				c.Unwatch(gvk)
-				metrics.WatchedKinds.DeleteLabelValues(c.Name(), kindLabel(gvk))
+				metrics.WatchedKinds.DeleteLabelValues(c.Name(), metrics.KindLabel(gvk))
 			}
 		}
 		for _, gvk := range candidates[c] {
@@ -180,7 +180,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 				continue
 			}
 			log.Info("Watching kind", "cluster", c.Name(), "gvk", gvk.String())
-			metrics.WatchedKinds.WithLabelValues(c.Name(), kindLabel(gvk)).Set(1)
+			metrics.WatchedKinds.WithLabelValues(c.Name(), metrics.KindLabel(gvk)).Set(1)
 			go k.announce(ctx, c, gvk)
 		}
 	}
@@ -193,9 +193,6 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	}
 	k.mu.Unlock()
 }
-
-// kindLabel is the kind label of metrics, the same in every metric.
-func kindLabel(gvk schema.GroupVersionKind) string { return gvk.Kind }
 
 // announce calls Synced once the kind's watches in c have synced.
 func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind) {

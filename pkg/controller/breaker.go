@@ -41,7 +41,7 @@ func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Re
 	n := b.failures[key]
 	if err == nil {
 		if n >= b.threshold {
-			metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Dec()
+			metrics.CircuitOpen.WithLabelValues(metrics.KindLabel(key.GVK)).Dec()
 		}
 		delete(b.failures, key)
 		return res, nil
@@ -52,7 +52,7 @@ func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Re
 		return res, err
 	}
 	if n == b.threshold {
-		metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Inc()
+		metrics.CircuitOpen.WithLabelValues(metrics.KindLabel(key.GVK)).Inc()
 	}
 	wait := b.base << min(n-b.threshold, 16)
 	if wait <= 0 || wait > b.max {
@@ -68,7 +68,7 @@ func (b *breaker) forget(key Key) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.failures[key] >= b.threshold && b.threshold > 0 {
-		metrics.CircuitOpen.WithLabelValues(key.GVK.Kind).Dec()
+		metrics.CircuitOpen.WithLabelValues(metrics.KindLabel(key.GVK)).Dec()
 	}
 	delete(b.failures, key)
 }

@@ -108,7 +108,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		req.Sync = false
 	}
 	if r.warnIf(c, src, ReasonInvalidAnnotation, len(req.Problems) > 0, "%s", joinLimited(req.Problems)) {
-		metrics.InvalidAnnotations.WithLabelValues(key.GVK.Kind).Inc()
+		metrics.InvalidAnnotations.WithLabelValues(metrics.KindLabel(key.GVK)).Inc()
 	}
 	var plan Plan
 	if req.Active() {
@@ -140,7 +140,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	// owner meant to change would be a surprise write.
 	r.reportPlan(c, src, plan)
 	if r.warnIf(c, src, ReasonInvalidTransform, req.TransformErr != nil, "Nothing written or removed until the rules are fixed: %v", req.TransformErr) {
-		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Inc()
+		metrics.TransformErrors.WithLabelValues(metrics.KindLabel(key.GVK)).Inc()
 	}
 	if req.TransformErr != nil {
 		// Done until the source changes: fixing the rules is an update
@@ -311,7 +311,7 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 		switch outcome {
 		case apply.Created, apply.Updated, apply.Replaced:
 			if !observedAt.IsZero() {
-				metrics.ObservePropagation(key.GVK.Kind, key.Cluster, t.Cluster.Name(), time.Since(observedAt))
+				metrics.ObservePropagation(metrics.KindLabel(key.GVK), key.Cluster, t.Cluster.Name(), time.Since(observedAt))
 			}
 		}
 	})
@@ -320,7 +320,7 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 			stale = append(stale, tgts[i])
 			continue
 		}
-		sum.record(key.GVK.Kind, res)
+		sum.record(metrics.KindLabel(key.GVK), res)
 	}
 	return sum, stale
 }
@@ -353,7 +353,7 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 			outcome, err := r.Applier.Delete(callCtx, mc, key.GVK, m, ref)
 			err = clusters.CallError(callCtx, err)
 			cancel()
-			sum.record(key.GVK.Kind, result{cluster: mc.Name(), namespace: m.GetNamespace(), outcome: outcome, err: err})
+			sum.record(metrics.KindLabel(key.GVK), result{cluster: mc.Name(), namespace: m.GetNamespace(), outcome: outcome, err: err})
 		}
 	}
 	return sum
@@ -374,7 +374,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	r.warnIf(c, src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
 	r.warnIf(c, src, ReasonSyncFailed, len(sum.failures) > 0, "Writing failed, will retry: %s", joinLimited(sum.failures))
 	if r.warnIf(c, src, ReasonTransformFailed, len(sum.transformErrs) > 0, "Transform rules failed: %s", joinLimited(sum.transformErrs)) {
-		metrics.TransformErrors.WithLabelValues(key.GVK.Kind).Add(float64(len(sum.transformErrs)))
+		metrics.TransformErrors.WithLabelValues(metrics.KindLabel(key.GVK)).Add(float64(len(sum.transformErrs)))
 	}
 	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Not written until the clusters are back: %s", joinLimited(plan.unreachable()))
 	if r.opts.WriteStatus && plan.Pending == 0 {

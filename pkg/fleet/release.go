@@ -57,7 +57,7 @@ func reportMirrors(ctx context.Context, list func() []*clusters.Cluster) {
 		now := map[series]bool{}
 		for _, c := range list() {
 			for _, gvk := range c.Watched() {
-				s := series{gvk.Kind, c.Name()}
+				s := series{metrics.KindLabel(gvk), c.Name()}
 				now[s] = true
 				metrics.Mirrors.WithLabelValues(s.kind, s.cluster).Set(float64(len(c.AllMirrors(gvk))))
 			}

@@ -140,14 +140,14 @@ func TestDiscoveredKindsAndLazyWatches(t *testing.T) {
 	// Deleting a CRD while mirrored: its objects go with it, its watches stop.
 	g.Expect(k8s.Delete(context.Background(), crd("Gadget", "gadgets"))).To(Succeed())
 	g.Eventually(func() (*unstructured.Unstructured, error) { return getCustom("Widget", ns[1], "w") }, timeout, poll).ShouldNot(BeNil())
-	g.Eventually(func() bool { return watchedKind("Gadget") }, timeout, poll).Should(BeFalse(),
+	g.Eventually(func() bool { return watchedKind("example.com/Gadget") }, timeout, poll).Should(BeFalse(),
 		"watches of a deleted CRD must stop")
-	g.Expect(watchedKind("Widget")).To(BeTrue())
+	g.Expect(watchedKind("example.com/Widget")).To(BeTrue())
 
 	// When its last source is gone, a kind is no longer watched.
 	g.Expect(k8s.Delete(context.Background(), note)).To(Succeed())
 	g.Eventually(func() (*unstructured.Unstructured, error) { return getCustom("Note", ns[1], "n") }, timeout, poll).Should(BeNil())
-	g.Eventually(func() bool { return watchedKind("Note") }, timeout, poll).Should(BeFalse(),
+	g.Eventually(func() bool { return watchedKind("example.com/Note") }, timeout, poll).Should(BeFalse(),
 		"an idle kind must be unwatched after --watch-idle-timeout")
 
 	// Updates of custom content propagate; the rest of the pipeline is shared.
@@ -162,7 +162,8 @@ func TestDiscoveredKindsAndLazyWatches(t *testing.T) {
 }
 
 // watchedKind reports whether the agent exports fleetmirror_watched_kinds
-// for kind in this cluster.
+// for kind (its metric label, group/Kind outside the core group) in this
+// cluster.
 func watchedKind(kind string) bool {
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
