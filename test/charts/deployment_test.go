@@ -262,6 +262,13 @@ func TestPodDisruptionBudget(t *testing.T) {
 				}
 			})
 		}
+		// minAvailable 1 of 1 would block every node drain.
+		t.Run(c.dir+"/one replica", func(t *testing.T) {
+			ms := render(t, c.dir, values("podDisruptionBudget.enabled", true, "replicaCount", 1))
+			if pdbs := ms.Kinds("PodDisruptionBudget"); len(pdbs) != 0 {
+				t.Errorf("PodDisruptionBudget rendered for one replica: %s", pdbs[0].Raw)
+			}
+		})
 	}
 }
 

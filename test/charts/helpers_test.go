@@ -156,7 +156,13 @@ func templateChart(t *testing.T, chart string, values map[string]any, args ...st
 // templateDir is templateChart for the chart in dir.
 func templateDir(t *testing.T, dir string, values map[string]any, args ...string) (string, error) {
 	t.Helper()
-	cmd := []string{"template", releaseName, dir, "--namespace", releaseNamespace}
+	return templateRelease(t, releaseName, dir, values, args...)
+}
+
+// templateRelease is templateDir for a release of another name.
+func templateRelease(t *testing.T, release, dir string, values map[string]any, args ...string) (string, error) {
+	t.Helper()
+	cmd := []string{"template", release, dir, "--namespace", releaseNamespace}
 	if values != nil {
 		b, err := yaml.Marshal(values)
 		if err != nil {
