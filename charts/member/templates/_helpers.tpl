@@ -67,18 +67,53 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+Resource (plural) names of kinds, as discovery serves them, for the kinds
+whose plural the regular rule below gets wrong or that are common enough to
+spell out. test/charts checks every entry against a real API server's
+discovery. Kind names are unique across these groups.
+*/}}
+{{- define "fleetmirror.knownPlurals" -}}
+{{- toJson (dict
+  "Binding" "bindings" "ConfigMap" "configmaps" "Endpoints" "endpoints"
+  "Event" "events" "LimitRange" "limitranges" "PersistentVolumeClaim" "persistentvolumeclaims"
+  "Pod" "pods" "PodTemplate" "podtemplates" "ReplicationController" "replicationcontrollers"
+  "ResourceQuota" "resourcequotas" "Secret" "secrets" "Service" "services"
+  "ServiceAccount" "serviceaccounts" "ControllerRevision" "controllerrevisions"
+  "DaemonSet" "daemonsets" "Deployment" "deployments" "ReplicaSet" "replicasets"
+  "StatefulSet" "statefulsets" "HorizontalPodAutoscaler" "horizontalpodautoscalers"
+  "CronJob" "cronjobs" "Job" "jobs" "Lease" "leases" "EndpointSlice" "endpointslices"
+  "Ingress" "ingresses" "NetworkPolicy" "networkpolicies"
+  "PodDisruptionBudget" "poddisruptionbudgets" "Role" "roles" "RoleBinding" "rolebindings"
+  "CSIStorageCapacity" "csistoragecapacities" "ResourceClaim" "resourceclaims"
+  "ResourceClaimTemplate" "resourceclaimtemplates"
+  "Gateway" "gateways" "HTTPRoute" "httproutes" "GRPCRoute" "grpcroutes"
+  "TLSRoute" "tlsroutes" "TCPRoute" "tcproutes" "UDPRoute" "udproutes"
+  "ReferenceGrant" "referencegrants" "BackendTLSPolicy" "backendtlspolicies"
+  "ListenerSet" "listenersets") }}
+{{- end }}
+
+{{/*
 Resource (plural) name of a kind: list KIND OVERRIDES. OVERRIDES
-(rbac.resourceNames) maps Kind to its plural; otherwise the regular English
-plural of the lower-cased kind.
+(rbac.resourceNames) maps Kind to its plural; then the table above; then the
+rule Kubernetes uses for a kind without a declared plural: lower case, "es"
+after x/z/ch/sh, "ies" instead of a "y" after a consonant, else "s". A kind
+ending in "s" is refused there: its plural cannot be told from its name
+(Ingress -> ingresses, but Endpoints -> endpoints), and a wrong plural
+would be a grant of nothing.
 */}}
 {{- define "fleetmirror.plural" -}}
 {{- $kind := index . 0 }}
 {{- $overrides := index . 1 }}
+{{- $known := include "fleetmirror.knownPlurals" . | fromJson }}
 {{- if hasKey $overrides $kind }}
 {{- index $overrides $kind }}
+{{- else if hasKey $known $kind }}
+{{- index $known $kind }}
 {{- else }}
 {{- $l := lower $kind }}
-{{- if regexMatch "(s|x|z|ch|sh)$" $l }}
+{{- if hasSuffix "s" $l }}
+{{- fail (printf "the resource (plural) name of kind %s cannot be derived from its name: set rbac.resourceNames.%s to the name `kubectl api-resources` shows" $kind $kind) }}
+{{- else if regexMatch "(x|z|ch|sh)$" $l }}
 {{- printf "%ses" $l }}
 {{- else if regexMatch "[^aeiou]y$" $l }}
 {{- printf "%sies" (trimSuffix "y" $l) }}
@@ -89,15 +124,10 @@ plural of the lower-cased kind.
 {{- end }}
 
 {{/*
-ClusterRole rules of an identity that mirrors kinds in a cluster: dict with
-"types" (Kind.version[.group] list; empty means every kind) and
-"resourceNames" (rbac.resourceNames). One rule per API group, with exactly
-the kinds given; namespaces read; events create and patch (the event
-recorder patches an event that repeats).
+Resources of kinds by API group, as JSON: dict with "types"
+(Kind.version[.group] list) and "resourceNames" (rbac.resourceNames).
 */}}
-{{- define "fleetmirror.mirrorRules" -}}
-{{- $verbs := list "get" "list" "watch" "create" "update" "patch" "delete" }}
-{{- if .types }}
+{{- define "fleetmirror.resourcesByGroup" -}}
 {{- $byGroup := dict }}
 {{- range .types }}
 {{- if not (regexMatch "^[A-Z][A-Za-z0-9]*\\.v[0-9]+((alpha|beta)[0-9]+)?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" .) }}
@@ -106,26 +136,89 @@ recorder patches an event that repeats).
 {{- $parts := splitn "." 3 . }}
 {{- $group := default "" $parts._2 }}
 {{- $resource := include "fleetmirror.plural" (list $parts._0 $.resourceNames) }}
-{{- $_ := set $byGroup $group (append (default (list) (get $byGroup $group)) $resource | uniq) }}
+{{- $_ := set $byGroup $group (append (default (list) (get $byGroup $group)) $resource | uniq | sortAlpha) }}
 {{- end }}
-{{- range $group := keys $byGroup | sortAlpha }}
-- apiGroups: [{{ $group | quote }}]
-  resources: {{ get $byGroup $group | sortAlpha | toJson }}
-  verbs: {{ toJson $verbs }}
+{{- toJson $byGroup }}
 {{- end }}
-{{- else }}
-# No resource types: the agent discovers kinds at run time, so every
-# resource of every API group is granted (see config.resourceTypes).
-- apiGroups: ["*"]
-  resources: ["*"]
-  verbs: {{ toJson $verbs }}
+
+{{/*
+Label that aggregates a ClusterRole into the discovery-mode ClusterRole
+named NAME: "fleetmirror.io/aggregate-to-<NAME, cut to 50 characters>".
+*/}}
+{{- define "fleetmirror.aggregationLabel" -}}
+{{- printf "fleetmirror.io/aggregate-to-%s" (. | trunc 50 | trimSuffix "-" | trimSuffix ".") }}
 {{- end }}
-- apiGroups: [""]
-  resources: ["namespaces"]
-  verbs: ["get", "list", "watch"]
-- apiGroups: ["", "events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+
+{{/*
+The ClusterRoles of an identity that mirrors kinds in a cluster: dict with
+"root" (the chart's context), "name", "component" (label, may be empty),
+"types" (Kind.version[.group] list; empty means the agent discovers kinds),
+"resourceNames" (rbac.resourceNames) and "extraRules".
+
+With types, one ClusterRole NAME: one rule per API group with exactly the
+kinds given, namespaces read, events create and patch (the event recorder
+patches an event that repeats), then extraRules.
+
+Without types the kinds are not known at install time. NAME is then an
+aggregated ClusterRole: it holds the rules of every ClusterRole labelled
+fleetmirror.aggregationLabel NAME: "true". NAME-base is one of them, with
+Secrets, ConfigMaps, namespaces, events and extraRules; cluster admins add
+kinds by labelling a ClusterRole of their own.
+*/}}
+{{- define "fleetmirror.mirrorClusterRoles" -}}
+{{- $verbs := list "get" "list" "watch" "create" "update" "patch" "delete" }}
+{{- $types := .types }}
+{{- $label := include "fleetmirror.aggregationLabel" .name }}
+{{- if not $types }}
+{{- $types = list "Secret.v1" "ConfigMap.v1" }}
+{{- end }}
+{{- $byGroup := include "fleetmirror.resourcesByGroup" (dict "types" $types "resourceNames" .resourceNames) | fromJson }}
+{{- if not .types }}
+# Kinds are discovered at run time: this ClusterRole holds the rules
+# of every ClusterRole labelled {{ $label }}: "true".
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "fleetmirror.labels" .root | nindent 4 }}
+    {{- with .component }}
+    app.kubernetes.io/component: {{ . }}
+    {{- end }}
+aggregationRule:
+  clusterRoleSelectors:
+    - matchLabels:
+        {{ $label }}: "true"
+rules: []
+---
+{{- end }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .name }}{{ if not .types }}-base{{ end }}
+  labels:
+    {{- include "fleetmirror.labels" .root | nindent 4 }}
+    {{- with .component }}
+    app.kubernetes.io/component: {{ . }}
+    {{- end }}
+    {{- if not .types }}
+    {{ $label }}: "true"
+    {{- end }}
+rules:
+  {{- range $group := keys $byGroup | sortAlpha }}
+  - apiGroups: [{{ $group | quote }}]
+    resources: {{ get $byGroup $group | toJson }}
+    verbs: {{ toJson $verbs }}
+  {{- end }}
+  - apiGroups: [""]
+    resources: ["namespaces"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: ["", "events.k8s.io"]
+    resources: ["events"]
+    verbs: ["create", "patch"]
+  {{- with .extraRules }}
+  {{- toYaml . | trim | nindent 2 }}
+  {{- end }}
 {{- end }}
 
 {{/* A list value as one comma-separated flag value. */}}
