@@ -221,6 +221,158 @@ rules:
   {{- end }}
 {{- end }}
 
+{{/*
+Annotation keys fleetmirror reads on sources, and those the agents write
+(the status on sources; the rest on mirrors), as JSON lists. Together they
+are every Annotation* key of pkg/annotations/keys.go (test/charts checks it).
+*/}}
+{{- define "fleetmirror.sourceAnnotations" -}}
+{{- toJson (list "fleetmirror.io/sync" "fleetmirror.io/target-namespaces" "fleetmirror.io/max-targets" "fleetmirror.io/target-cluster-selector" "fleetmirror.io/transform" "fleetmirror.io/transform-strict") }}
+{{- end }}
+{{- define "fleetmirror.agentAnnotations" -}}
+{{- toJson (list "fleetmirror.io/status" "fleetmirror.io/source" "fleetmirror.io/source-uid" "fleetmirror.io/source-resource-version" "fleetmirror.io/content-hash") }}
+{{- end }}
+
+{{/* A JSON list of strings as a CEL list literal. */}}
+{{- define "fleetmirror.celList" -}}
+[{{ range $i, $s := . }}{{ if $i }}, {{ end }}'{{ $s }}'{{ end }}]
+{{- end }}
+
+{{/*
+ValidatingAdmissionPolicy and binding that warn (admissionWarnings.action)
+when an object of a mirrored kind carries fleetmirror.io/ annotations the
+agent will ignore or refuse: no enabled label, an unknown key, a bad sync
+value, target entries that do not parse. The entry rules are
+pkg/annotations/parse.go's (test/charts compares them on an API server).
+Mirrors (their label) and the agents' own writes are not checked.
+*/}}
+{{- define "fleetmirror.admissionPolicy" -}}
+{{- if .Values.admissionWarnings.enabled }}
+{{- $name := printf "%s-annotations" (include "fleetmirror.fullname" .) }}
+{{- $types := default (list "Secret.v1" "ConfigMap.v1") .Values.config.resourceTypes }}
+{{- $types = concat $types .Values.admissionWarnings.extraResourceTypes | uniq }}
+{{- $byGroup := include "fleetmirror.resourcesByGroup" (dict "types" $types "resourceNames" .Values.rbac.resourceNames) | fromJson }}
+{{- $label := "[a-z0-9]([-a-z0-9]*[a-z0-9])?" }}
+{{- $glob := "[-a-z0-9.*?]*[*?][-a-z0-9.*?]*" }}
+{{- $ns := printf "(%s|%s)" $label $glob }}
+{{- $cluster := printf "(%s([.]%s)*|%s)" $label $label $glob }}
+{{- $misspelled := include "fleetmirror.celList" (list "all-labelled" "all-label" "alllabeled" "labeled" "all-namespaces" "any") }}
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "fleetmirror.labels" . | nindent 4 }}
+spec:
+  # The policy only advises: an error evaluating it never blocks a write.
+  failurePolicy: Ignore
+  matchConstraints:
+    resourceRules:
+      {{- range $group := keys $byGroup | sortAlpha }}
+      - apiGroups: [{{ $group | quote }}]
+        apiVersions: ["*"]
+        resources: {{ get $byGroup $group | toJson }}
+        operations: ["CREATE", "UPDATE"]
+      {{- end }}
+    # Mirrors carry the agents' keys and no enabled label by design.
+    objectSelector:
+      matchExpressions:
+        - key: fleetmirror.io/mirror
+          operator: NotIn
+          values: ["true"]
+  matchConditions:
+    # The agents write status annotations on sources; a Deny must not stop them.
+    - name: not-written-by-fleetmirror
+      expression: |-
+        !(request.userInfo.username in {{ include "fleetmirror.writers" . }})
+    - name: has-fleetmirror-annotations
+      expression: |-
+        has(object.metadata.annotations) &&
+        object.metadata.annotations.exists(k, k.startsWith('fleetmirror.io/'))
+  variables:
+    - name: annotations
+      expression: object.metadata.annotations
+    - name: keys
+      expression: variables.annotations.filter(k, k.startsWith('fleetmirror.io/'))
+    - name: sourceKeys
+      expression: {{ include "fleetmirror.celList" (include "fleetmirror.sourceAnnotations" . | fromJsonArray) | quote }}
+    - name: unknown
+      expression: |-
+        variables.keys.filter(k, !(k in variables.sourceKeys) && !(k in {{ include "fleetmirror.celList" (include "fleetmirror.agentAnnotations" . | fromJsonArray) }}))
+    - name: enabled
+      expression: |-
+        has(object.metadata.labels) && 'fleetmirror.io/enabled' in object.metadata.labels &&
+        object.metadata.labels['fleetmirror.io/enabled'] == 'true'
+    - name: targets
+      expression: |-
+        'fleetmirror.io/target-namespaces' in variables.annotations ?
+          variables.annotations['fleetmirror.io/target-namespaces'].split(',').map(e, e.trim()).filter(e, e != '') :
+          []
+    # Entries as pkg/annotations parses them: a namespace (DNS-1123 label),
+    # a glob, all, all-labeled, or CLUSTER/NAMESPACE with a DNS-1123
+    # subdomain or glob as CLUSTER; misspelled keywords are refused.
+    - name: badTargets
+      expression: |-
+        variables.targets.filter(e,
+          !(e.matches('^{{ $ns }}$') && e.size() <= 63 && !(e in {{ $misspelled }})) &&
+          !(e.matches('^{{ $cluster }}/{{ $ns }}$') &&
+            e.split('/')[0].size() <= 253 && e.split('/')[1].size() <= 63 &&
+            !(e.split('/')[1] in {{ $misspelled }})))
+  validations:
+    - expression: |-
+        variables.enabled || variables.keys.all(k, k == 'fleetmirror.io/status')
+      message: >-
+        fleetmirror ignores this object: it has fleetmirror.io/ annotations but
+        not the label fleetmirror.io/enabled: "true". Add the label to mirror it
+        (kubectl label <kind> <name> fleetmirror.io/enabled=true), or remove the
+        annotations.
+    - expression: variables.unknown.size() == 0
+      message: >-
+        An annotation under fleetmirror.io/ is not one fleetmirror reads, so it
+        has no effect: fix its spelling (docs/annotations.md lists the keys).
+      messageExpression: |-
+        'fleetmirror does not know the annotation ' + variables.unknown.join(', ') +
+        ', so it has no effect: fix the spelling; on sources fleetmirror reads ' +
+        variables.sourceKeys.join(', ') +
+        ('fleetmirror.io/enabled' in variables.unknown ? ' (fleetmirror.io/enabled is a label, not an annotation)' : '')
+    - expression: |-
+        !('fleetmirror.io/sync' in variables.annotations) ||
+        variables.annotations['fleetmirror.io/sync'] in ['true', 'false']
+      message: >-
+        fleetmirror.io/sync must be "true" (mirror) or "false" (stop); any other
+        value turns mirroring off.
+      messageExpression: |-
+        'fleetmirror.io/sync is "' + variables.annotations['fleetmirror.io/sync'] +
+        '", which turns mirroring off: write "true" to mirror or "false" to stop'
+    - expression: |-
+        !('fleetmirror.io/target-namespaces' in variables.annotations) ||
+        variables.annotations['fleetmirror.io/target-namespaces'].size() <= 16384
+      message: >-
+        fleetmirror.io/target-namespaces is longer than 16384 bytes, so the agent
+        ignores all of it: list fewer entries, or match namespaces with a glob,
+        all or all-labeled.
+    - expression: variables.badTargets.size() == 0
+      message: >-
+        fleetmirror.io/target-namespaces has entries the agent skips: write each
+        comma-separated entry as a namespace name, a glob of a-z, 0-9, "-", ".",
+        "*" and "?", all, all-labeled, or CLUSTER/NAMESPACE.
+      messageExpression: |-
+        'fleetmirror.io/target-namespaces: the agent skips the invalid entries ' +
+        variables.badTargets.map(e, '"' + e + '"').join(', ') +
+        '; write each comma-separated entry as a namespace name (a lowercase DNS label), a glob of a-z, 0-9, "-", ".", "*" and "?", all, all-labeled, or CLUSTER/NAMESPACE'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "fleetmirror.labels" . | nindent 4 }}
+spec:
+  policyName: {{ $name }}
+  validationActions: [{{ .Values.admissionWarnings.action }}]
+{{- end }}
+{{- end }}
+
 {{/* A list value as one comma-separated flag value. */}}
 {{- define "fleetmirror.csv" -}}
 {{- join "," (default (list) .) }}
