@@ -168,7 +168,14 @@ func templateRelease(t *testing.T, release, dir string, values map[string]any, a
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := filepath.Join(t.TempDir(), "values.yaml")
+		// Not under t.TempDir: helm splits --values at commas, which test
+		// names may hold.
+		dir, err := os.MkdirTemp("", "values")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		f := filepath.Join(dir, "values.yaml")
 		if err := os.WriteFile(f, b, 0o600); err != nil {
 			t.Fatal(err)
 		}

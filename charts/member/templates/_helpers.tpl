@@ -342,8 +342,9 @@ spec:
         fleetmirror.io/sync must be "true" (mirror) or "false" (stop); any other
         value turns mirroring off.
       messageExpression: |-
-        'fleetmirror.io/sync is "' + variables.annotations['fleetmirror.io/sync'] +
-        '", which turns mirroring off: write "true" to mirror or "false" to stop'
+        'fleetmirror.io/sync is ' +
+        (variables.annotations['fleetmirror.io/sync'].matches('\\p{Cc}') ? 'a value with control characters' : '"' + variables.annotations['fleetmirror.io/sync'] + '"') +
+        ', which turns mirroring off: write "true" to mirror or "false" to stop'
     - expression: |-
         !('fleetmirror.io/target-namespaces' in variables.annotations) ||
         variables.annotations['fleetmirror.io/target-namespaces'].size() <= 16384
@@ -358,7 +359,7 @@ spec:
         "*" and "?", all, all-labeled, or CLUSTER/NAMESPACE.
       messageExpression: |-
         'fleetmirror.io/target-namespaces: the agent skips the invalid entries ' +
-        variables.badTargets.map(e, '"' + e + '"').join(', ') +
+        variables.badTargets.map(e, e.matches('\\p{Cc}') ? 'with control characters' : '"' + e + '"').join(', ') +
         '; write each comma-separated entry as a namespace name (a lowercase DNS label), a glob of a-z, 0-9, "-", ".", "*" and "?", all, all-labeled, or CLUSTER/NAMESPACE'
 ---
 apiVersion: admissionregistration.k8s.io/v1
