@@ -116,32 +116,37 @@ func TestClusterRoleIsExactlyTheResourceTypes(t *testing.T) {
 	}
 }
 
+// roleRules renders chart with vals (every role of the member chart: with
+// its hub identity) and calls check with each rule of each Role and
+// ClusterRole.
+func roleRules(t *testing.T, chart string, vals map[string]any, check func(o Object, rule rbacv1.PolicyRule)) {
+	t.Helper()
+	if chart == "member" {
+		set(vals, "hubAccess.enabled", true)
+	}
+	ms := render(t, chart, vals)
+	for _, o := range slices.Concat(ms.Kinds("ClusterRole"), ms.Kinds("Role")) {
+		var r rbacv1.ClusterRole
+		o.Decode(t, &r)
+		for _, rule := range r.Rules {
+			check(o, rule)
+		}
+	}
+}
+
 // TestNoRBACWrites checks that no role of either chart may write RBAC
 // objects or ServiceAccounts unless a kind asks for it.
 func TestNoRBACWrites(t *testing.T) {
 	for _, c := range charts {
-		vals := values("config.resourceTypes", []any{"ConfigMap.v1"})
-		if c.dir == "member" {
-			set(vals, "hubAccess.enabled", true)
-		}
-		ms := render(t, c.dir, vals)
-		for _, o := range slices.Concat(ms.Kinds("ClusterRole"), ms.Kinds("Role")) {
-			var r rbacv1.ClusterRole
-			o.Decode(t, &r)
-			for _, rule := range r.Rules {
-				for _, g := range rule.APIGroups {
-					if g == "rbac.authorization.k8s.io" || g == "*" {
-						t.Errorf("%s: %s %s grants %+v", c.dir, o.Kind, o.Name, rule)
-					}
-				}
-				if slices.Contains(rule.Resources, "serviceaccounts") || slices.Contains(rule.Resources, "*") {
-					t.Errorf("%s: %s %s grants %+v", c.dir, o.Kind, o.Name, rule)
-				}
-				if o.Kind == "ClusterRole" && slices.Contains(rule.Resources, "secrets") {
-					t.Errorf("%s: %s %s reads Secrets cluster-wide without Secret.v1 mirrored: %+v", c.dir, o.Kind, o.Name, rule)
-				}
+		roleRules(t, c.dir, values("config.resourceTypes", []any{"ConfigMap.v1"}), func(o Object, rule rbacv1.PolicyRule) {
+			if slices.Contains(rule.APIGroups, "rbac.authorization.k8s.io") || slices.Contains(rule.APIGroups, "*") ||
+				slices.Contains(rule.Resources, "serviceaccounts") || slices.Contains(rule.Resources, "*") {
+				t.Errorf("%s: %s %s grants %+v", c.dir, o.Kind, o.Name, rule)
 			}
-		}
+			if o.Kind == "ClusterRole" && slices.Contains(rule.Resources, "secrets") {
+				t.Errorf("%s: %s %s reads Secrets cluster-wide without Secret.v1 mirrored: %+v", c.dir, o.Kind, o.Name, rule)
+			}
+		})
 	}
 }
 
@@ -205,22 +210,14 @@ func TestNoDangerousGrants(t *testing.T) {
 	for _, c := range charts {
 		for mode, types := range map[string]any{"explicit": []any{"Secret.v1", "ConfigMap.v1", "Ingress.v1.networking.k8s.io"}, "discovery": []any{}} {
 			vals := values("config.resourceTypes", types, "replicaCount", 2, "podDisruptionBudget.enabled", true)
-			if c.dir == "member" {
-				set(vals, "hubAccess.enabled", true)
-			}
-			ms := render(t, c.dir, vals)
-			for _, o := range slices.Concat(ms.Kinds("ClusterRole"), ms.Kinds("Role")) {
-				var r rbacv1.ClusterRole
-				o.Decode(t, &r)
-				for _, rule := range r.Rules {
-					bad := slices.ContainsFunc(rule.Resources, func(s string) bool { return strings.Contains(s, "/") || s == "*" }) ||
-						slices.Contains(rule.APIGroups, "*") || len(rule.NonResourceURLs) > 0 ||
-						slices.ContainsFunc(rule.Verbs, func(v string) bool { return v == "*" || v == "escalate" || v == "bind" || v == "impersonate" })
-					if bad {
-						t.Errorf("%s/%s: %s %s grants %+v", c.dir, mode, o.Kind, o.Name, rule)
-					}
+			roleRules(t, c.dir, vals, func(o Object, rule rbacv1.PolicyRule) {
+				bad := slices.ContainsFunc(rule.Resources, func(s string) bool { return strings.Contains(s, "/") || s == "*" }) ||
+					slices.Contains(rule.APIGroups, "*") || len(rule.NonResourceURLs) > 0 ||
+					slices.ContainsFunc(rule.Verbs, func(v string) bool { return v == "*" || v == "escalate" || v == "bind" || v == "impersonate" })
+				if bad {
+					t.Errorf("%s/%s: %s %s grants %+v", c.dir, mode, o.Kind, o.Name, rule)
 				}
-			}
+			})
 		}
 	}
 }
