@@ -21,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -494,4 +495,40 @@ func isSubset(sub, set []string) bool {
 		}
 	}
 	return true
+}
+
+// TestClusterObjectsAreValid creates the cluster-scoped objects of both
+// charts in discovery mode, with the longest full name, on an API server:
+// the aggregation label, the policy and its binding pass its validation.
+func TestClusterObjectsAreValid(t *testing.T) {
+	api := apiServer(t)
+	for _, c := range charts {
+		full := c.dir + "-" + strings.Repeat("a", 62-len(c.dir))
+		vals := values("config.resourceTypes", []any{}, "fullnameOverride", full)
+		if c.dir == "member" {
+			set(vals, "hubAccess.enabled", true)
+		}
+		ms := render(t, c.dir, vals)
+		applyRendered(context.Background(), t, api.Client, ms, "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+		// Each aggregated ClusterRole selects its own base only.
+		for _, name := range []string{full, full + "-hub"} {
+			if c.dir == "hub" && name != full {
+				continue
+			}
+			var agg, base rbacv1.ClusterRole
+			ms.Get(t, "ClusterRole", name).Decode(t, &agg)
+			ms.Get(t, "ClusterRole", name+"-base").Decode(t, &base)
+			sel, err := metav1.LabelSelectorAsSelector(&agg.AggregationRule.ClusterRoleSelectors[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range ms.Kinds("ClusterRole") {
+				var r rbacv1.ClusterRole
+				o.Decode(t, &r)
+				if got, want := sel.Matches(labels.Set(r.Labels)), r.Name == base.Name; got != want {
+					t.Errorf("%s: ClusterRole %s aggregates %s: %v, want %v", c.dir, name, r.Name, got, want)
+				}
+			}
+		}
+	}
 }

@@ -143,10 +143,17 @@ Resources of kinds by API group, as JSON: dict with "types"
 
 {{/*
 Label that aggregates a ClusterRole into the discovery-mode ClusterRole
-named NAME: "fleetmirror.io/aggregate-to-<NAME, cut to 50 characters>".
+named NAME: "fleetmirror.io/aggregate-to-NAME". A label name has at most 63
+characters, so a NAME over 50 becomes its first 41 and 8 hex digits of its
+SHA-256: two long names (the agent's and the hub identity's, NAME-hub)
+never share a label.
 */}}
 {{- define "fleetmirror.aggregationLabel" -}}
-{{- printf "fleetmirror.io/aggregate-to-%s" (. | trunc 50 | trimSuffix "-" | trimSuffix ".") }}
+{{- $name := . }}
+{{- if gt (len $name) 50 }}
+{{- $name = printf "%s-%s" (trunc 41 $name) (sha256sum . | trunc 8) }}
+{{- end }}
+{{- printf "fleetmirror.io/aggregate-to-%s" $name }}
 {{- end }}
 
 {{/*
