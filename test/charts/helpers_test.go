@@ -2,10 +2,13 @@
 // asserts what a cluster would get: RBAC exactly as wide as the mirrored
 // kinds, hardened Pods, one flag per value, a schema that refuses typos, a
 // README that lists every value, and monitoring rules and dashboards that
-// only name metrics the binaries export.
+// only name metrics the binaries export, and an admission policy that a real
+// API server runs as the agent parses.
 //
 // It runs bin/helm (built with `make tools` when missing; under -short a
-// missing helm skips the package) and builds cmd/member and cmd/hub.
+// missing helm skips the package) and builds cmd/member and cmd/hub. Tests
+// that need an API server share one envtest API server, started by the first
+// of them (skipped under -short) and stopped by TestMain.
 package charts_test
 
 import (
