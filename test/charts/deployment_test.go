@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
 
@@ -262,6 +263,13 @@ func TestPodDisruptionBudget(t *testing.T) {
 				}
 			})
 		}
+		// minAvailable 1 of 1 would block every node drain.
+		t.Run(c.dir+"/one replica", func(t *testing.T) {
+			ms := render(t, c.dir, values("podDisruptionBudget.enabled", true, "replicaCount", 1))
+			if pdbs := ms.Kinds("PodDisruptionBudget"); len(pdbs) != 0 {
+				t.Errorf("PodDisruptionBudget rendered for one replica: %s", pdbs[0].Raw)
+			}
+		})
 	}
 }
 
@@ -271,7 +279,7 @@ func TestSharedTemplatesAreIdentical(t *testing.T) {
 	shared := []string{
 		"_helpers.tpl", "deployment.yaml", "serviceaccount.yaml", "clusterrole.yaml",
 		"leaderelection-role.yaml", "service.yaml", "servicemonitor.yaml", "prometheusrule.yaml",
-		"poddisruptionbudget.yaml",
+		"poddisruptionbudget.yaml", "tests/ready.yaml", "admissionpolicy.yaml",
 	}
 	for _, f := range shared {
 		a, err := os.ReadFile(filepath.Join(root, "charts", "member", "templates", f))
@@ -285,5 +293,46 @@ func TestSharedTemplatesAreIdentical(t *testing.T) {
 		if string(a) != string(b) {
 			t.Errorf("templates/%s differs between charts/member and charts/hub; keep them identical", f)
 		}
+	}
+}
+
+// TestHelmTestPod checks the `helm test` hook: it waits for an answer of
+// the metrics Service (which routes only to ready Pods), runs hardened with
+// no ServiceAccount token, so no role of the chart concerns it, and is not
+// one of the agent's Pods for the Service or the PodDisruptionBudget.
+func TestHelmTestPod(t *testing.T) {
+	for _, c := range charts {
+		t.Run(c.dir, func(t *testing.T) {
+			full := releaseName + "-fleetmirror-" + c.dir
+			ms, d := deployment(t, c.dir, values("test.image", "registry.example.com/busybox:1", "metrics.service.port", 9090))
+			var pod corev1.Pod
+			ms.Get(t, "Pod", "-test-ready").Decode(t, &pod)
+			if pod.Annotations["helm.sh/hook"] != "test" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+				t.Errorf("not a helm test hook: annotations %v restartPolicy %q", pod.Annotations, pod.Spec.RestartPolicy)
+			}
+			if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken || pod.Spec.ServiceAccountName != "" {
+				t.Errorf("the test Pod may use a ServiceAccount: automount %v, name %q", pod.Spec.AutomountServiceAccountToken, pod.Spec.ServiceAccountName)
+			}
+			ctr := pod.Spec.Containers[0]
+			if ctr.Image != "registry.example.com/busybox:1" {
+				t.Errorf("image %q, want test.image", ctr.Image)
+			}
+			if url := "http://" + full + "-metrics:9090/metrics"; !strings.Contains(strings.Join(ctr.Command, " "), url) {
+				t.Errorf("command %q does not fetch %s", ctr.Command, url)
+			}
+			sc := ctr.SecurityContext
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				pod.Spec.SecurityContext == nil || pod.Spec.SecurityContext.RunAsNonRoot == nil || !*pod.Spec.SecurityContext.RunAsNonRoot {
+				t.Errorf("test Pod not hardened: %+v %+v", pod.Spec.SecurityContext, sc)
+			}
+			if labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(pod.Labels)) {
+				t.Errorf("the agent's selector %v matches the test Pod's labels %v", d.Spec.Selector.MatchLabels, pod.Labels)
+			}
+			for _, vals := range []map[string]any{values("test.enabled", false), values("metrics.enabled", false)} {
+				if pods := render(t, c.dir, vals).Kinds("Pod"); len(pods) != 0 {
+					t.Errorf("with %v: test Pod rendered", vals)
+				}
+			}
+		})
 	}
 }

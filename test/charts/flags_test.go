@@ -147,6 +147,9 @@ func binary(t *testing.T, name string) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if err := stopAPIServer(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}

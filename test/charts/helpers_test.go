@@ -2,10 +2,13 @@
 // asserts what a cluster would get: RBAC exactly as wide as the mirrored
 // kinds, hardened Pods, one flag per value, a schema that refuses typos, a
 // README that lists every value, and monitoring rules and dashboards that
-// only name metrics the binaries export.
+// only name metrics the binaries export, and an admission policy that a real
+// API server runs as the agent parses.
 //
 // It runs bin/helm (built with `make tools` when missing; under -short a
-// missing helm skips the package) and builds cmd/member and cmd/hub.
+// missing helm skips the package) and builds cmd/member and cmd/hub. Tests
+// that need an API server share one envtest API server, started by the first
+// of them (skipped under -short) and stopped by TestMain.
 package charts_test
 
 import (
@@ -156,13 +159,26 @@ func templateChart(t *testing.T, chart string, values map[string]any, args ...st
 // templateDir is templateChart for the chart in dir.
 func templateDir(t *testing.T, dir string, values map[string]any, args ...string) (string, error) {
 	t.Helper()
-	cmd := []string{"template", releaseName, dir, "--namespace", releaseNamespace}
+	return templateRelease(t, releaseName, dir, values, args...)
+}
+
+// templateRelease is templateDir for a release of another name.
+func templateRelease(t *testing.T, release, dir string, values map[string]any, args ...string) (string, error) {
+	t.Helper()
+	cmd := []string{"template", release, dir, "--namespace", releaseNamespace}
 	if values != nil {
 		b, err := yaml.Marshal(values)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := filepath.Join(t.TempDir(), "values.yaml")
+		// Not under t.TempDir: helm splits --values at commas, which test
+		// names may hold.
+		dir, err := os.MkdirTemp("", "values")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		f := filepath.Join(dir, "values.yaml")
 		if err := os.WriteFile(f, b, 0o600); err != nil {
 			t.Fatal(err)
 		}

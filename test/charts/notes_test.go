@@ -16,6 +16,12 @@ import (
 // a manifest.
 func renderNotes(t *testing.T, chart string, vals map[string]any) string {
 	t.Helper()
+	return renderReleaseNotes(t, releaseName, chart, vals)
+}
+
+// renderReleaseNotes is renderNotes for a release of another name.
+func renderReleaseNotes(t *testing.T, release, chart string, vals map[string]any) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), chart)
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, "charts", chart))); err != nil {
 		t.Fatal(err)
@@ -36,7 +42,7 @@ func renderNotes(t *testing.T, chart string, vals map[string]any) string {
 			t.Fatal(err)
 		}
 	}
-	out, err := templateDir(t, dir, vals, "--show-only", "templates/notes-test.yaml")
+	out, err := templateRelease(t, release, dir, vals, "--show-only", "templates/notes-test.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +64,7 @@ func TestNotes(t *testing.T) {
 			[]string{"rollout status deployment/fm-fleetmirror-member", "fleetmirror.io/target-namespaces=fleetmirror-try", "Mirrored kinds: Secret.v1, ConfigMap.v1", "port-forward service/fm-fleetmirror-member-metrics 8080"},
 			[]string{"WARNING", "hub-kubeconfig.sh"}},
 		{"member", values("hubAccess.enabled", true, "config.clusterName", "member-1", "config.resourceTypes", []any{}),
-			[]string{"hack/hub-kubeconfig.sh --cluster-name member-1", "--secret fm-fleetmirror-member-hub-token", "WARNING: config.resourceTypes is empty"},
+			[]string{"hack/hub-kubeconfig.sh --cluster-name member-1", "--secret fm-fleetmirror-member-hub-token", "config.resourceTypes is empty: the agent discovers kinds", `fleetmirror.io/aggregate-to-fm-fleetmirror-member: "true"`},
 			nil},
 		{"hub", nil,
 			[]string{"rollout status deployment/fm-fleetmirror-hub", "Registration Secrets are read in namespace fleetmirror-system", "grep ^fleetmirror_hub_"},
@@ -80,6 +86,42 @@ func TestNotes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNotesNameTheRelease checks that the notes name the objects as the
+// Deployment does, whatever the release name: one that holds the chart name
+// is the full name by itself.
+func TestNotesNameTheRelease(t *testing.T) {
+	for _, c := range charts {
+		for release, full := range map[string]string{
+			"fleetmirror-" + c.dir:             "fleetmirror-" + c.dir,
+			"prod-fleetmirror-" + c.dir + "-a": "prod-fleetmirror-" + c.dir + "-a",
+			"prod":                             "prod-fleetmirror-" + c.dir,
+		} {
+			t.Run(c.dir+"/"+release, func(t *testing.T) {
+				out, err := templateRelease(t, release, filepath.Join(root, "charts", c.dir), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var deploy []string
+				for _, o := range parseManifests(t, out).Kinds("Deployment") {
+					deploy = append(deploy, o.Name)
+				}
+				if !slices.Equal(deploy, []string{full}) {
+					t.Fatalf("Deployments %v, want %s", deploy, full)
+				}
+				notes := renderReleaseNotes(t, release, c.dir, nil)
+				for _, w := range []string{"installed as " + full + " ", "deployment/" + full + "\n", "service/" + full + "-metrics "} {
+					if !strings.Contains(notes, w) {
+						t.Errorf("NOTES lack %q:\n%s", w, notes)
+					}
+				}
+				if strings.Contains(notes, "<member release>-fleetmirror-member") {
+					t.Errorf("NOTES guess the member's full name from its release name:\n%s", notes)
+				}
+			})
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 var mirrorVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
@@ -54,18 +55,23 @@ var rbacCases = []struct {
 		},
 	},
 	{
-		name:          "irregular plural overridden",
-		types:         []any{"Endpoints.v1", "Mouse.v1.zoo.example.com"},
-		resourceNames: map[string]any{"Endpoints": "endpoints", "Mouse": "mice"},
+		name:  "irregular plurals from the table",
+		types: []any{"Endpoints.v1", "EndpointSlice.v1.discovery.k8s.io", "Ingress.v1.networking.k8s.io", "NetworkPolicy.v1.networking.k8s.io", "Gateway.v1.gateway.networking.k8s.io", "BackendTLSPolicy.v1.gateway.networking.k8s.io"},
 		want: []rbacv1.PolicyRule{
 			kindRule("", "endpoints"),
-			kindRule("zoo.example.com", "mice"),
+			kindRule("discovery.k8s.io", "endpointslices"),
+			kindRule("gateway.networking.k8s.io", "backendtlspolicies", "gateways"),
+			kindRule("networking.k8s.io", "ingresses", "networkpolicies"),
 		},
 	},
 	{
-		name:  "auto-discovery",
-		types: []any{},
-		want:  []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: mirrorVerbs}},
+		name:          "irregular plural overridden",
+		types:         []any{"Endpoints.v1", "Mouse.v1.zoo.example.com", "Status.v1.zoo.example.com"},
+		resourceNames: map[string]any{"Mouse": "mice", "Status": "statuses"},
+		want: []rbacv1.PolicyRule{
+			kindRule("", "endpoints"),
+			kindRule("zoo.example.com", "mice", "statuses"),
+		},
 	},
 }
 
@@ -110,31 +116,108 @@ func TestClusterRoleIsExactlyTheResourceTypes(t *testing.T) {
 	}
 }
 
+// roleRules renders chart with vals (every role of the member chart: with
+// its hub identity) and calls check with each rule of each Role and
+// ClusterRole.
+func roleRules(t *testing.T, chart string, vals map[string]any, check func(o Object, rule rbacv1.PolicyRule)) {
+	t.Helper()
+	if chart == "member" {
+		set(vals, "hubAccess.enabled", true)
+	}
+	ms := render(t, chart, vals)
+	for _, o := range slices.Concat(ms.Kinds("ClusterRole"), ms.Kinds("Role")) {
+		var r rbacv1.ClusterRole
+		o.Decode(t, &r)
+		for _, rule := range r.Rules {
+			check(o, rule)
+		}
+	}
+}
+
 // TestNoRBACWrites checks that no role of either chart may write RBAC
 // objects or ServiceAccounts unless a kind asks for it.
 func TestNoRBACWrites(t *testing.T) {
 	for _, c := range charts {
-		vals := values("config.resourceTypes", []any{"ConfigMap.v1"})
+		roleRules(t, c.dir, values("config.resourceTypes", []any{"ConfigMap.v1"}), func(o Object, rule rbacv1.PolicyRule) {
+			if slices.Contains(rule.APIGroups, "rbac.authorization.k8s.io") || slices.Contains(rule.APIGroups, "*") ||
+				slices.Contains(rule.Resources, "serviceaccounts") || slices.Contains(rule.Resources, "*") {
+				t.Errorf("%s: %s %s grants %+v", c.dir, o.Kind, o.Name, rule)
+			}
+			if o.Kind == "ClusterRole" && slices.Contains(rule.Resources, "secrets") {
+				t.Errorf("%s: %s %s reads Secrets cluster-wide without Secret.v1 mirrored: %+v", c.dir, o.Kind, o.Name, rule)
+			}
+		})
+	}
+}
+
+// TestUnknownPluralFails checks that a kind whose plural cannot be told
+// from its name is refused, naming the value that fixes it, rather than
+// granted under a guessed name that matches nothing.
+func TestUnknownPluralFails(t *testing.T) {
+	for _, c := range charts {
+		_, err := templateChart(t, c.dir, values("config.resourceTypes", []any{"Status.v1.zoo.example.com"}))
+		if err == nil || !strings.Contains(err.Error(), "rbac.resourceNames.Status") {
+			t.Errorf("%s: kind Status: %v", c.dir, err)
+		}
+	}
+}
+
+// TestDiscoveryModeAggregates checks the RBAC of an empty
+// config.resourceTypes: an aggregated ClusterRole bound to the agent, a base
+// ClusterRole labelled into it with Secrets and ConfigMaps, and nothing
+// granted on every resource.
+func TestDiscoveryModeAggregates(t *testing.T) {
+	type role struct{ name, label string }
+	for _, c := range charts {
+		full := releaseName + "-fleetmirror-" + c.dir
+		roles := []role{{full, "fleetmirror.io/aggregate-to-" + full}}
+		vals := values("config.resourceTypes", []any{})
 		if c.dir == "member" {
 			set(vals, "hubAccess.enabled", true)
+			roles = append(roles, role{full + "-hub", "fleetmirror.io/aggregate-to-" + full + "-hub"})
 		}
 		ms := render(t, c.dir, vals)
-		for _, o := range slices.Concat(ms.Kinds("ClusterRole"), ms.Kinds("Role")) {
-			var r rbacv1.ClusterRole
-			o.Decode(t, &r)
-			for _, rule := range r.Rules {
-				for _, g := range rule.APIGroups {
-					if g == "rbac.authorization.k8s.io" || g == "*" {
-						t.Errorf("%s: %s %s grants %+v", c.dir, o.Kind, o.Name, rule)
-					}
+		for _, r := range roles {
+			t.Run(c.dir+"/"+r.name, func(t *testing.T) {
+				var agg, base rbacv1.ClusterRole
+				ms.Get(t, "ClusterRole", r.name).Decode(t, &agg)
+				ms.Get(t, "ClusterRole", r.name+"-base").Decode(t, &base)
+				wantRule := &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{r.label: "true"}}}}
+				if !reflect.DeepEqual(agg.AggregationRule, wantRule) || len(agg.Rules) != 0 {
+					t.Errorf("ClusterRole %s: aggregationRule %+v rules %+v, want %+v and no rules", r.name, agg.AggregationRule, agg.Rules, wantRule)
 				}
-				if slices.Contains(rule.Resources, "serviceaccounts") || slices.Contains(rule.Resources, "*") {
-					t.Errorf("%s: %s %s grants %+v", c.dir, o.Kind, o.Name, rule)
+				if base.Labels[r.label] != "true" || base.AggregationRule != nil {
+					t.Errorf("ClusterRole %s-base is not aggregated into %s: labels %v", r.name, r.name, base.Labels)
 				}
-				if o.Kind == "ClusterRole" && slices.Contains(rule.Resources, "secrets") {
-					t.Errorf("%s: %s %s reads Secrets cluster-wide without Secret.v1 mirrored: %+v", c.dir, o.Kind, o.Name, rule)
+				if want := slices.Concat([]rbacv1.PolicyRule{kindRule("", "configmaps", "secrets")}, commonRules); !reflect.DeepEqual(base.Rules, want) {
+					t.Errorf("ClusterRole %s-base rules\n got %+v\nwant %+v", r.name, base.Rules, want)
 				}
-			}
+				var crb rbacv1.ClusterRoleBinding
+				ms.Get(t, "ClusterRoleBinding", r.name).Decode(t, &crb)
+				if crb.RoleRef.Name != r.name {
+					t.Errorf("ClusterRoleBinding %s binds %s", crb.Name, crb.RoleRef.Name)
+				}
+			})
+		}
+	}
+}
+
+// TestNoDangerousGrants renders both charts in both modes, every optional
+// role included, and fails on any rule that grants a subresource, a
+// wildcard, or the verbs that raise privileges (escalate, bind,
+// impersonate).
+func TestNoDangerousGrants(t *testing.T) {
+	for _, c := range charts {
+		for mode, types := range map[string]any{"explicit": []any{"Secret.v1", "ConfigMap.v1", "Ingress.v1.networking.k8s.io"}, "discovery": []any{}} {
+			vals := values("config.resourceTypes", types, "replicaCount", 2, "podDisruptionBudget.enabled", true)
+			roleRules(t, c.dir, vals, func(o Object, rule rbacv1.PolicyRule) {
+				bad := slices.ContainsFunc(rule.Resources, func(s string) bool { return strings.Contains(s, "/") || s == "*" }) ||
+					slices.Contains(rule.APIGroups, "*") || len(rule.NonResourceURLs) > 0 ||
+					slices.ContainsFunc(rule.Verbs, func(v string) bool { return v == "*" || v == "escalate" || v == "bind" || v == "impersonate" })
+				if bad {
+					t.Errorf("%s/%s: %s %s grants %+v", c.dir, mode, o.Kind, o.Name, rule)
+				}
+			})
 		}
 	}
 }

@@ -75,6 +75,20 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 	}
 }
 
+// TestSchemaAcceptsGlobal checks that the charts work as subcharts: a
+// parent passes its global values, of any shape, to every subchart.
+func TestSchemaAcceptsGlobal(t *testing.T) {
+	global := map[string]any{"imageRegistry": "registry.example.com", "storageClass": "fast", "nested": map[string]any{"any": []any{1, "two"}}}
+	for _, c := range charts {
+		if _, err := templateChart(t, c.dir, map[string]any{"global": global}); err != nil {
+			t.Errorf("%s: global values refused: %v", c.dir, err)
+		}
+		if _, err := templateChart(t, c.dir, map[string]any{"global": "not an object"}); err == nil {
+			t.Errorf("%s: a global value that is not an object accepted", c.dir)
+		}
+	}
+}
+
 // readmeKeys returns the values listed in the table of a chart's README.
 func readmeKeys(t *testing.T, chart string) []string {
 	t.Helper()

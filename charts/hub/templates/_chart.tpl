@@ -43,3 +43,12 @@ namespace in its own cluster by itself.
 {{- $args = append $args (printf "--cluster-probe-timeout=%s" $c.clusterProbeTimeout) }}
 {{- toJson $args }}
 {{- end }}
+
+{{/*
+Users whose writes the admission policy leaves alone, as JSON: the hub's
+ServiceAccount (it writes status annotations on sources; a Deny must never
+stop it).
+*/}}
+{{- define "fleetmirror.writers" -}}
+{{- toJson (list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "fleetmirror.serviceAccountName" .))) }}
+{{- end }}

@@ -30,3 +30,16 @@ would be read as a cluster registration.
 {{- define "fleetmirror.chartArgs" -}}
 []
 {{- end }}
+
+{{/*
+Users whose writes the admission policy leaves alone, as JSON: the agent's
+ServiceAccount and the hub's identity here (they write status annotations
+on sources; a Deny must never stop them).
+*/}}
+{{- define "fleetmirror.writers" -}}
+{{- $users := list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "fleetmirror.serviceAccountName" .)) }}
+{{- if .Values.hubAccess.enabled }}
+{{- $users = append $users (printf "system:serviceaccount:%s:%s" .Release.Namespace (default (printf "%s-hub" (include "fleetmirror.fullname" .)) .Values.hubAccess.name)) }}
+{{- end }}
+{{- toJson $users }}
+{{- end }}

@@ -67,18 +67,53 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+Resource (plural) names of kinds, as discovery serves them, for the kinds
+whose plural the regular rule below gets wrong or that are common enough to
+spell out. test/charts checks every entry against a real API server's
+discovery. Kind names are unique across these groups.
+*/}}
+{{- define "fleetmirror.knownPlurals" -}}
+{{- toJson (dict
+  "Binding" "bindings" "ConfigMap" "configmaps" "Endpoints" "endpoints"
+  "Event" "events" "LimitRange" "limitranges" "PersistentVolumeClaim" "persistentvolumeclaims"
+  "Pod" "pods" "PodTemplate" "podtemplates" "ReplicationController" "replicationcontrollers"
+  "ResourceQuota" "resourcequotas" "Secret" "secrets" "Service" "services"
+  "ServiceAccount" "serviceaccounts" "ControllerRevision" "controllerrevisions"
+  "DaemonSet" "daemonsets" "Deployment" "deployments" "ReplicaSet" "replicasets"
+  "StatefulSet" "statefulsets" "HorizontalPodAutoscaler" "horizontalpodautoscalers"
+  "CronJob" "cronjobs" "Job" "jobs" "Lease" "leases" "EndpointSlice" "endpointslices"
+  "Ingress" "ingresses" "NetworkPolicy" "networkpolicies"
+  "PodDisruptionBudget" "poddisruptionbudgets" "Role" "roles" "RoleBinding" "rolebindings"
+  "CSIStorageCapacity" "csistoragecapacities" "ResourceClaim" "resourceclaims"
+  "ResourceClaimTemplate" "resourceclaimtemplates"
+  "Gateway" "gateways" "HTTPRoute" "httproutes" "GRPCRoute" "grpcroutes"
+  "TLSRoute" "tlsroutes" "TCPRoute" "tcproutes" "UDPRoute" "udproutes"
+  "ReferenceGrant" "referencegrants" "BackendTLSPolicy" "backendtlspolicies"
+  "ListenerSet" "listenersets") }}
+{{- end }}
+
+{{/*
 Resource (plural) name of a kind: list KIND OVERRIDES. OVERRIDES
-(rbac.resourceNames) maps Kind to its plural; otherwise the regular English
-plural of the lower-cased kind.
+(rbac.resourceNames) maps Kind to its plural; then the table above; then the
+rule Kubernetes uses for a kind without a declared plural: lower case, "es"
+after x/z/ch/sh, "ies" instead of a "y" after a consonant, else "s". A kind
+ending in "s" is refused there: its plural cannot be told from its name
+(Ingress -> ingresses, but Endpoints -> endpoints), and a wrong plural
+would be a grant of nothing.
 */}}
 {{- define "fleetmirror.plural" -}}
 {{- $kind := index . 0 }}
 {{- $overrides := index . 1 }}
+{{- $known := include "fleetmirror.knownPlurals" . | fromJson }}
 {{- if hasKey $overrides $kind }}
 {{- index $overrides $kind }}
+{{- else if hasKey $known $kind }}
+{{- index $known $kind }}
 {{- else }}
 {{- $l := lower $kind }}
-{{- if regexMatch "(s|x|z|ch|sh)$" $l }}
+{{- if hasSuffix "s" $l }}
+{{- fail (printf "the resource (plural) name of kind %s cannot be derived from its name: set rbac.resourceNames.%s to the name `kubectl api-resources` shows" $kind $kind) }}
+{{- else if regexMatch "(x|z|ch|sh)$" $l }}
 {{- printf "%ses" $l }}
 {{- else if regexMatch "[^aeiou]y$" $l }}
 {{- printf "%sies" (trimSuffix "y" $l) }}
@@ -89,15 +124,10 @@ plural of the lower-cased kind.
 {{- end }}
 
 {{/*
-ClusterRole rules of an identity that mirrors kinds in a cluster: dict with
-"types" (Kind.version[.group] list; empty means every kind) and
-"resourceNames" (rbac.resourceNames). One rule per API group, with exactly
-the kinds given; namespaces read; events create and patch (the event
-recorder patches an event that repeats).
+Resources of kinds by API group, as JSON: dict with "types"
+(Kind.version[.group] list) and "resourceNames" (rbac.resourceNames).
 */}}
-{{- define "fleetmirror.mirrorRules" -}}
-{{- $verbs := list "get" "list" "watch" "create" "update" "patch" "delete" }}
-{{- if .types }}
+{{- define "fleetmirror.resourcesByGroup" -}}
 {{- $byGroup := dict }}
 {{- range .types }}
 {{- if not (regexMatch "^[A-Z][A-Za-z0-9]*\\.v[0-9]+((alpha|beta)[0-9]+)?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" .) }}
@@ -106,26 +136,249 @@ recorder patches an event that repeats).
 {{- $parts := splitn "." 3 . }}
 {{- $group := default "" $parts._2 }}
 {{- $resource := include "fleetmirror.plural" (list $parts._0 $.resourceNames) }}
-{{- $_ := set $byGroup $group (append (default (list) (get $byGroup $group)) $resource | uniq) }}
+{{- $_ := set $byGroup $group (append (default (list) (get $byGroup $group)) $resource | uniq | sortAlpha) }}
 {{- end }}
-{{- range $group := keys $byGroup | sortAlpha }}
-- apiGroups: [{{ $group | quote }}]
-  resources: {{ get $byGroup $group | sortAlpha | toJson }}
-  verbs: {{ toJson $verbs }}
+{{- toJson $byGroup }}
 {{- end }}
-{{- else }}
-# No resource types: the agent discovers kinds at run time, so every
-# resource of every API group is granted (see config.resourceTypes).
-- apiGroups: ["*"]
-  resources: ["*"]
-  verbs: {{ toJson $verbs }}
+
+{{/*
+Label that aggregates a ClusterRole into the discovery-mode ClusterRole
+named NAME: "fleetmirror.io/aggregate-to-NAME". A label name has at most 63
+characters, so a NAME over 50 becomes its first 41 and 8 hex digits of its
+SHA-256: two long names (the agent's and the hub identity's, NAME-hub)
+never share a label.
+*/}}
+{{- define "fleetmirror.aggregationLabel" -}}
+{{- $name := . }}
+{{- if gt (len $name) 50 }}
+{{- $name = printf "%s-%s" (trunc 41 $name) (sha256sum . | trunc 8) }}
 {{- end }}
-- apiGroups: [""]
-  resources: ["namespaces"]
-  verbs: ["get", "list", "watch"]
-- apiGroups: ["", "events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+{{- printf "fleetmirror.io/aggregate-to-%s" $name }}
+{{- end }}
+
+{{/*
+The ClusterRoles of an identity that mirrors kinds in a cluster: dict with
+"root" (the chart's context), "name", "component" (label, may be empty),
+"types" (Kind.version[.group] list; empty means the agent discovers kinds),
+"resourceNames" (rbac.resourceNames) and "extraRules".
+
+With types, one ClusterRole NAME: one rule per API group with exactly the
+kinds given, namespaces read, events create and patch (the event recorder
+patches an event that repeats), then extraRules.
+
+Without types the kinds are not known at install time. NAME is then an
+aggregated ClusterRole: it holds the rules of every ClusterRole labelled
+fleetmirror.aggregationLabel NAME: "true". NAME-base is one of them, with
+Secrets, ConfigMaps, namespaces, events and extraRules; cluster admins add
+kinds by labelling a ClusterRole of their own.
+*/}}
+{{- define "fleetmirror.mirrorClusterRoles" -}}
+{{- $verbs := list "get" "list" "watch" "create" "update" "patch" "delete" }}
+{{- $types := .types }}
+{{- $label := include "fleetmirror.aggregationLabel" .name }}
+{{- if not $types }}
+{{- $types = list "Secret.v1" "ConfigMap.v1" }}
+{{- end }}
+{{- $byGroup := include "fleetmirror.resourcesByGroup" (dict "types" $types "resourceNames" .resourceNames) | fromJson }}
+{{- if not .types }}
+# Kinds are discovered at run time: this ClusterRole holds the rules
+# of every ClusterRole labelled {{ $label }}: "true".
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "fleetmirror.labels" .root | nindent 4 }}
+    {{- with .component }}
+    app.kubernetes.io/component: {{ . }}
+    {{- end }}
+aggregationRule:
+  clusterRoleSelectors:
+    - matchLabels:
+        {{ $label }}: "true"
+rules: []
+---
+{{- end }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .name }}{{ if not .types }}-base{{ end }}
+  labels:
+    {{- include "fleetmirror.labels" .root | nindent 4 }}
+    {{- with .component }}
+    app.kubernetes.io/component: {{ . }}
+    {{- end }}
+    {{- if not .types }}
+    {{ $label }}: "true"
+    {{- end }}
+rules:
+  {{- range $group := keys $byGroup | sortAlpha }}
+  - apiGroups: [{{ $group | quote }}]
+    resources: {{ get $byGroup $group | toJson }}
+    verbs: {{ toJson $verbs }}
+  {{- end }}
+  - apiGroups: [""]
+    resources: ["namespaces"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: ["", "events.k8s.io"]
+    resources: ["events"]
+    verbs: ["create", "patch"]
+  {{- with .extraRules }}
+  {{- toYaml . | trim | nindent 2 }}
+  {{- end }}
+{{- end }}
+
+{{/*
+Annotation keys fleetmirror reads on sources, and those the agents write
+(the status on sources; the rest on mirrors), as JSON lists. Together they
+are every Annotation* key of pkg/annotations/keys.go (test/charts checks it).
+*/}}
+{{- define "fleetmirror.sourceAnnotations" -}}
+{{- toJson (list "fleetmirror.io/sync" "fleetmirror.io/target-namespaces" "fleetmirror.io/max-targets" "fleetmirror.io/target-cluster-selector" "fleetmirror.io/transform" "fleetmirror.io/transform-strict") }}
+{{- end }}
+{{- define "fleetmirror.agentAnnotations" -}}
+{{- toJson (list "fleetmirror.io/status" "fleetmirror.io/source" "fleetmirror.io/source-uid" "fleetmirror.io/source-resource-version" "fleetmirror.io/content-hash") }}
+{{- end }}
+
+{{/* A JSON list of strings as a CEL list literal. */}}
+{{- define "fleetmirror.celList" -}}
+[{{ range $i, $s := . }}{{ if $i }}, {{ end }}'{{ $s }}'{{ end }}]
+{{- end }}
+
+{{/*
+ValidatingAdmissionPolicy and binding that warn (admissionWarnings.action)
+when an object of a mirrored kind carries fleetmirror.io/ annotations the
+agent will ignore or refuse: no enabled label, an unknown key, a bad sync
+value, target entries that do not parse. The entry rules are
+pkg/annotations/parse.go's (test/charts compares them on an API server).
+Mirrors (their label) and the agents' own writes are not checked.
+*/}}
+{{- define "fleetmirror.admissionPolicy" -}}
+{{- if .Values.admissionWarnings.enabled }}
+{{- $name := printf "%s-annotations" (include "fleetmirror.fullname" .) }}
+{{- $types := default (list "Secret.v1" "ConfigMap.v1") .Values.config.resourceTypes }}
+{{- $types = concat $types .Values.admissionWarnings.extraResourceTypes | uniq }}
+{{- $byGroup := include "fleetmirror.resourcesByGroup" (dict "types" $types "resourceNames" .Values.rbac.resourceNames) | fromJson }}
+{{- $label := "[a-z0-9]([-a-z0-9]*[a-z0-9])?" }}
+{{- $glob := "[-a-z0-9.*?]*[*?][-a-z0-9.*?]*" }}
+{{- $ns := printf "(%s|%s)" $label $glob }}
+{{- $cluster := printf "(%s([.]%s)*|%s)" $label $label $glob }}
+{{- $misspelled := include "fleetmirror.celList" (list "all-labelled" "all-label" "alllabeled" "labeled" "all-namespaces" "any") }}
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "fleetmirror.labels" . | nindent 4 }}
+spec:
+  # The policy only advises: an error evaluating it never blocks a write.
+  failurePolicy: Ignore
+  matchConstraints:
+    resourceRules:
+      {{- range $group := keys $byGroup | sortAlpha }}
+      - apiGroups: [{{ $group | quote }}]
+        apiVersions: ["*"]
+        resources: {{ get $byGroup $group | toJson }}
+        operations: ["CREATE", "UPDATE"]
+      {{- end }}
+    # Mirrors carry the agents' keys and no enabled label by design.
+    objectSelector:
+      matchExpressions:
+        - key: fleetmirror.io/mirror
+          operator: NotIn
+          values: ["true"]
+  matchConditions:
+    # The agents write status annotations on sources; a Deny must not stop them.
+    - name: not-written-by-fleetmirror
+      expression: |-
+        !(request.userInfo.username in {{ include "fleetmirror.writers" . }})
+    - name: has-fleetmirror-annotations
+      expression: |-
+        has(object.metadata.annotations) &&
+        object.metadata.annotations.exists(k, k.startsWith('fleetmirror.io/'))
+  variables:
+    - name: annotations
+      expression: object.metadata.annotations
+    - name: keys
+      expression: variables.annotations.filter(k, k.startsWith('fleetmirror.io/'))
+    - name: sourceKeys
+      expression: {{ include "fleetmirror.celList" (include "fleetmirror.sourceAnnotations" . | fromJsonArray) | quote }}
+    - name: unknown
+      expression: |-
+        variables.keys.filter(k, !(k in variables.sourceKeys) && !(k in {{ include "fleetmirror.celList" (include "fleetmirror.agentAnnotations" . | fromJsonArray) }}))
+    - name: enabled
+      expression: |-
+        has(object.metadata.labels) && 'fleetmirror.io/enabled' in object.metadata.labels &&
+        object.metadata.labels['fleetmirror.io/enabled'] == 'true'
+    - name: targets
+      expression: |-
+        'fleetmirror.io/target-namespaces' in variables.annotations ?
+          variables.annotations['fleetmirror.io/target-namespaces'].split(',').map(e, e.trim()).filter(e, e != '') :
+          []
+    # Entries as pkg/annotations parses them: a namespace (DNS-1123 label),
+    # a glob, all, all-labeled, or CLUSTER/NAMESPACE with a DNS-1123
+    # subdomain or glob as CLUSTER; misspelled keywords are refused.
+    - name: badTargets
+      expression: |-
+        variables.targets.filter(e,
+          !(e.matches('^{{ $ns }}$') && e.size() <= 63 && !(e in {{ $misspelled }})) &&
+          !(e.matches('^{{ $cluster }}/{{ $ns }}$') &&
+            e.split('/')[0].size() <= 253 && e.split('/')[1].size() <= 63 &&
+            !(e.split('/')[1] in {{ $misspelled }})))
+  validations:
+    - expression: |-
+        variables.enabled || variables.keys.all(k, k == 'fleetmirror.io/status')
+      message: >-
+        fleetmirror ignores this object: it has fleetmirror.io/ annotations but
+        not the label fleetmirror.io/enabled: "true". Add the label to mirror it
+        (kubectl label <kind> <name> fleetmirror.io/enabled=true), or remove the
+        annotations.
+    - expression: variables.unknown.size() == 0
+      message: >-
+        An annotation under fleetmirror.io/ is not one fleetmirror reads, so it
+        has no effect: fix its spelling (docs/annotations.md lists the keys).
+      messageExpression: |-
+        'fleetmirror does not know the annotation ' + variables.unknown.join(', ') +
+        ', so it has no effect: fix the spelling; on sources fleetmirror reads ' +
+        variables.sourceKeys.join(', ') +
+        ('fleetmirror.io/enabled' in variables.unknown ? ' (fleetmirror.io/enabled is a label, not an annotation)' : '')
+    - expression: |-
+        !('fleetmirror.io/sync' in variables.annotations) ||
+        variables.annotations['fleetmirror.io/sync'] in ['true', 'false']
+      message: >-
+        fleetmirror.io/sync must be "true" (mirror) or "false" (stop); any other
+        value turns mirroring off.
+      messageExpression: |-
+        'fleetmirror.io/sync is ' +
+        (variables.annotations['fleetmirror.io/sync'].matches('\\p{Cc}') ? 'a value with control characters' : '"' + variables.annotations['fleetmirror.io/sync'] + '"') +
+        ', which turns mirroring off: write "true" to mirror or "false" to stop'
+    - expression: |-
+        !('fleetmirror.io/target-namespaces' in variables.annotations) ||
+        variables.annotations['fleetmirror.io/target-namespaces'].size() <= 16384
+      message: >-
+        fleetmirror.io/target-namespaces is longer than 16384 bytes, so the agent
+        ignores all of it: list fewer entries, or match namespaces with a glob,
+        all or all-labeled.
+    - expression: variables.badTargets.size() == 0
+      message: >-
+        fleetmirror.io/target-namespaces has entries the agent skips: write each
+        comma-separated entry as a namespace name, a glob of a-z, 0-9, "-", ".",
+        "*" and "?", all, all-labeled, or CLUSTER/NAMESPACE.
+      messageExpression: |-
+        'fleetmirror.io/target-namespaces: the agent skips the invalid entries ' +
+        variables.badTargets.map(e, e.matches('\\p{Cc}') ? 'with control characters' : '"' + e + '"').join(', ') +
+        '; write each comma-separated entry as a namespace name (a lowercase DNS label), a glob of a-z, 0-9, "-", ".", "*" and "?", all, all-labeled, or CLUSTER/NAMESPACE'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "fleetmirror.labels" . | nindent 4 }}
+spec:
+  policyName: {{ $name }}
+  validationActions: [{{ .Values.admissionWarnings.action }}]
+{{- end }}
 {{- end }}
 
 {{/* A list value as one comma-separated flag value. */}}
