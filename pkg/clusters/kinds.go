@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -77,6 +78,7 @@ type Kinds struct {
 	discoveredAt map[string]time.Time
 	idleSince    map[schema.GroupVersionKind]time.Time
 	needed       map[schema.GroupVersionKind]bool
+	unlistable   map[string]bool // cluster/gvk whose probe was forbidden, logged
 
 	trigger chan struct{}
 }
@@ -92,7 +94,8 @@ func (k *Kinds) Trigger() {
 // NewKinds returns a Kinds; Run drives it.
 func NewKinds(o KindOptions) *Kinds {
 	return &Kinds{opts: o, discovered: map[string][]schema.GroupVersionKind{}, discoveredAt: map[string]time.Time{},
-		idleSince: map[schema.GroupVersionKind]time.Time{}, needed: map[schema.GroupVersionKind]bool{}, trigger: make(chan struct{}, 1)}
+		idleSince: map[schema.GroupVersionKind]time.Time{}, needed: map[schema.GroupVersionKind]bool{}, unlistable: map[string]bool{},
+		trigger: make(chan struct{}, 1)}
 }
 
 // Run adjusts the watches of the clusters listed by clusters every
@@ -243,6 +246,14 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 			if found {
 				return true, false
 			}
+			if apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
+				// The agent may not list this kind here (discovery offers
+				// it, RBAC does not grant it): not used, as far as this
+				// agent can know. The cluster answered, so it is no reason
+				// to stop asking it about the other kinds.
+				k.notListable(ctx, c, gvk, err)
+				break
+			}
 			if err != nil {
 				unknown, failed[c] = true, true
 				break
@@ -250,6 +261,19 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 		}
 	}
 	return false, unknown
+}
+
+// notListable logs, once per cluster and kind, that the agent may not list
+// gvk in c.
+func (k *Kinds) notListable(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind, err error) {
+	key := c.Name() + "/" + gvk.String()
+	k.mu.Lock()
+	seen := k.unlistable[key]
+	k.unlistable[key] = true
+	k.mu.Unlock()
+	if !seen {
+		ctrl.LoggerFrom(ctx).Info("Kind not mirrored: the agent may not list it; grant it to mirror it", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
+	}
 }
 
 func (c *Cluster) probe(ctx context.Context, gvk schema.GroupVersionKind, selector string) (bool, error) {

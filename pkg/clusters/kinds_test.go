@@ -2,10 +2,12 @@ package clusters_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -84,4 +86,53 @@ func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
 	g.Expect(healthy.Watched()).To(ConsistOf(configMaps), "a failing probe elsewhere stopped a watch")
 	kinds.Step(ctx, []*clusters.Cluster{healthy})
 	g.Expect(healthy.Watched()).To(BeEmpty())
+}
+
+// A kind the agent may not list (discovery offers it, RBAC does not grant
+// it) is simply not mirrored: it does not make the cluster look broken for
+// the other kinds of the same pass. With several forbidden kinds probed in
+// random order before the allowed one, a pass that gave up on the cluster
+// at the first refusal would leave ConfigMaps unwatched almost every time.
+func TestKindsForbiddenKindIsSkipped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	g := NewWithT(t)
+	fleet, err := fleettest.Start("")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(fleet.Stop()).To(Succeed()) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// An identity that may use namespaces and ConfigMaps only.
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "configmaps-only"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	g.Expect(fleet.Hub.Client.Create(ctx, role)).To(Succeed())
+	g.Expect(fleet.Hub.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "configmaps-only"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "limited"}}})).To(Succeed())
+	cfg, _, err := fleet.Hub.AddUser("limited", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := clusters.New(cfg, clusters.Options{Name: "limited", ManagedBy: annotations.ManagedByMember, Handler: ignoreEvents{}})
+	g.Expect(err).NotTo(HaveOccurred())
+	c.Start(ctx)
+
+	configMaps := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "src",
+		Labels: map[string]string{annotations.LabelEnabled: "true"}}}
+	g.Expect(fleet.Hub.Client.Create(ctx, src)).To(Succeed())
+	forbidden := []schema.GroupVersionKind{
+		{Version: "v1", Kind: "Secret"}, {Version: "v1", Kind: "Service"}, {Version: "v1", Kind: "ReplicationController"},
+		{Group: "apps", Version: "v1", Kind: "Deployment"}, {Group: "batch", Version: "v1", Kind: "Job"},
+	}
+	for range 3 {
+		kinds := clusters.NewKinds(clusters.KindOptions{
+			Explicit: append(slices.Clone(forbidden), configMaps), Lazy: true, ManagedBy: annotations.ManagedByMember,
+		})
+		kinds.Step(ctx, []*clusters.Cluster{c})
+		g.Expect(c.Watched()).To(ConsistOf(configMaps), "a forbidden kind held back an allowed one")
+		c.Unwatch(configMaps)
+	}
 }
