@@ -80,27 +80,36 @@ func TestServiceMonitorSetsTheRulesJob(t *testing.T) {
 	}
 }
 
+// TestDashboardConfigMap: each chart ships its dashboard (the hub's fleet
+// view, the member's own) in a ConfigMap for Grafana's sidecar, unchanged.
 func TestDashboardConfigMap(t *testing.T) {
-	ms := render(t, "hub", values("dashboards.enabled", true, "dashboards.annotations", map[string]any{"grafana_folder": "fleetmirror"}))
-	var cm corev1.ConfigMap
-	ms.Get(t, "ConfigMap", "-dashboards").Decode(t, &cm)
-	if cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "fleetmirror" {
-		t.Errorf("ConfigMap metadata %+v", cm.ObjectMeta)
-	}
-	want, err := os.ReadFile(filepath.Join(root, "charts", "hub", "dashboards", "fleetmirror-fleet.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := cm.Data["fleetmirror-fleet.json"]
-	if strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
-		t.Errorf("dashboard in the ConfigMap differs from dashboards/fleetmirror-fleet.json")
-	}
-	var d struct {
-		UID    string `json:"uid"`
-		Panels []any  `json:"panels"`
-	}
-	if err := json.Unmarshal([]byte(got), &d); err != nil || d.UID == "" || len(d.Panels) == 0 {
-		t.Errorf("dashboard JSON: %v (uid %q, %d panels)", err, d.UID, len(d.Panels))
+	for _, c := range []struct{ chart, file string }{
+		{"hub", "fleetmirror-fleet.json"},
+		{"member", "fleetmirror-member.json"},
+	} {
+		t.Run(c.chart, func(t *testing.T) {
+			ms := render(t, c.chart, values("dashboards.enabled", true, "dashboards.annotations", map[string]any{"grafana_folder": "fleetmirror"}))
+			var cm corev1.ConfigMap
+			ms.Get(t, "ConfigMap", "-dashboards").Decode(t, &cm)
+			if cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "fleetmirror" {
+				t.Errorf("ConfigMap metadata %+v", cm.ObjectMeta)
+			}
+			want, err := os.ReadFile(filepath.Join(root, "charts", c.chart, "dashboards", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := cm.Data[c.file]
+			if strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
+				t.Errorf("dashboard in the ConfigMap differs from dashboards/%s", c.file)
+			}
+			var d struct {
+				UID    string `json:"uid"`
+				Panels []any  `json:"panels"`
+			}
+			if err := json.Unmarshal([]byte(got), &d); err != nil || d.UID == "" || len(d.Panels) == 0 {
+				t.Errorf("dashboard JSON: %v (uid %q, %d panels)", err, d.UID, len(d.Panels))
+			}
+		})
 	}
 }
 
@@ -284,9 +293,15 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	dash := filepath.Join("charts", "hub", "dashboards", "fleetmirror-fleet.json")
-	for _, q := range dashboardQueries(t, dash) {
-		queries = append(queries, query{dash, q})
+	dashboards, err := filepath.Glob(filepath.Join(root, "charts", "*", "dashboards", "*.json"))
+	if err != nil || len(dashboards) < 2 {
+		t.Fatalf("dashboards of the charts: %v (%v)", dashboards, err)
+	}
+	for _, abs := range dashboards {
+		dash, _ := filepath.Rel(root, abs)
+		for _, q := range dashboardQueries(t, dash) {
+			queries = append(queries, query{dash, q})
+		}
 	}
 
 	seen := map[string]bool{}
