@@ -102,6 +102,14 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// print writes v as JSON for -o json, otherwise with text.
+func (o *options) print(output string, v any, text func(io.Writer) error) error {
+	if output == "json" {
+		return writeJSON(o.streams.Out, v)
+	}
+	return text(o.streams.Out)
+}
+
 func checkOutput(output string) error {
 	if output != "" && output != "json" {
 		return fmt.Errorf("--output %q: only json is supported", output)

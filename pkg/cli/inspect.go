@@ -142,35 +142,29 @@ func (c *Client) Inspect(ctx context.Context, mapping *meta.RESTMapping, namespa
 	return r, err
 }
 
-func (c *Client) namespaces(ctx context.Context) ([]targets.Namespace, error) {
-	list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]targets.Namespace, 0, len(list.Items))
-	for _, ns := range list.Items {
-		// As the agent sees them (controller.Namespaces).
-		out = append(out, targets.Namespace{Name: ns.Name, Labels: ns.Labels, Terminating: ns.DeletionTimestamp != nil})
-	}
-	return out, nil
+// namespaces is the cluster's namespaces as the agent sees them
+// (controller.Namespaces), and when each was created, for Pending.
+type namespaces struct {
+	list    []targets.Namespace
+	created map[string]time.Time
 }
 
-// created returns when each namespace was created.
-func (c *Client) created(ctx context.Context) (map[string]time.Time, error) {
+func (c *Client) namespaces(ctx context.Context) (namespaces, error) {
 	list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return namespaces{}, err
 	}
-	out := map[string]time.Time{}
+	out := namespaces{list: make([]targets.Namespace, 0, len(list.Items)), created: map[string]time.Time{}}
 	for _, ns := range list.Items {
-		out[ns.Name] = ns.CreationTimestamp.Time
+		out.list = append(out.list, targets.Namespace{Name: ns.Name, Labels: ns.Labels, Terminating: ns.DeletionTimestamp != nil})
+		out.created[ns.Name] = ns.CreationTimestamp.Time
 	}
 	return out, nil
 }
 
 // report computes the source's settings and its targets' states, as the
 // agent's pipeline would decide them now.
-func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, nss []targets.Namespace) (*Report, error) {
+func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, nss namespaces) (*Report, error) {
 	o := c.Agent.Options
 	gvk := mapping.GroupVersionKind
 	req := annotations.Parse(src.GetLabels(), src.GetAnnotations())
@@ -209,24 +203,16 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		return r, nil
 	}
 	out := targets.Plan(req, targets.Source{Cluster: o.ClusterName, Namespace: src.GetNamespace()},
-		targets.Fleet{Clusters: []targets.Cluster{{Name: o.ClusterName, State: targets.Ready, KindSynced: true, Namespaces: nss}}},
+		targets.Fleet{Clusters: []targets.Cluster{{Name: o.ClusterName, State: targets.Ready, KindSynced: true, Namespaces: nss.list}}},
 		c.Agent.Policy(), targets.Scope{Explain: true})
-	var created map[string]time.Time
 	for _, t := range out.Targets {
 		row, err := c.target(ctx, mapping, src, req, t)
 		if err != nil {
 			return nil, err
 		}
-		if row.State == Missing {
-			if created == nil {
-				if created, err = c.created(ctx); err != nil {
-					return nil, err
-				}
-			}
-			if c.pending(src, created[t.Namespace]) {
-				row.State = Pending
-				row.Reason = "the agent has not written the mirror yet: the source or the namespace changed after the agent last wrote the source"
-			}
+		if row.State == Missing && c.pending(src, nss.created[t.Namespace]) {
+			row.State = Pending
+			row.Reason = "the agent has not written the mirror yet: the source or the namespace changed after the agent last wrote the source"
 		}
 		r.Targets = append(r.Targets, row)
 	}

@@ -58,10 +58,7 @@ func (o *options) listCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return writeJSON(o.streams.Out, l)
-			}
-			return printListing(o.streams.Out, l)
+			return o.print(output, l, func(w io.Writer) error { return printListing(w, l) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for text, or json")

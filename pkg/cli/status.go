@@ -32,10 +32,7 @@ func (o *options) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return writeJSON(o.streams.Out, r)
-			}
-			return printReport(o.streams.Out, r)
+			return o.print(output, r, func(w io.Writer) error { return printReport(w, r) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for text, or json")
