@@ -26,9 +26,10 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/fleetmirror-member and bin/fleetmirror-hub
+build: ## Build bin/fleetmirror-member, bin/fleetmirror-hub and the kubectl plugin bin/kubectl-fleetmirror
 	go build -trimpath -o bin/fleetmirror-member ./cmd/member
 	go build -trimpath -o bin/fleetmirror-hub ./cmd/hub
+	go build -trimpath -o bin/kubectl-fleetmirror ./cmd/kubectl-fleetmirror
 
 .PHONY: vet
 vet: ## Run go vet

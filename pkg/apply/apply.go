@@ -230,18 +230,36 @@ func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.O
 // nobody but us wrote to it, so that what differs was added by the API
 // server. It remembers the answer for the mirror.
 func (a *Applier) onlyServerAdditions(full, want *unstructured.Unstructured) bool {
-	for _, mf := range full.GetManagedFields() {
-		if mf.Manager != a.FieldManager {
-			return false
-		}
-	}
-	if !subset(desired.Content(want), desired.Content(full)) ||
-		!subsetStrings(propagated(want.GetLabels()), full.GetLabels()) ||
-		!subsetStrings(propagated(want.GetAnnotations()), full.GetAnnotations()) {
+	if !serverAdditionsOnly(full, want, a.FieldManager) {
 		return false
 	}
 	a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(full), want: want.GetAnnotations()[annotations.AnnotationContentHash]})
 	return true
+}
+
+// serverAdditionsOnly reports whether full holds everything want sets and
+// nobody but fieldManager wrote to it.
+func serverAdditionsOnly(full, want *unstructured.Unstructured, fieldManager string) bool {
+	for _, mf := range full.GetManagedFields() {
+		if mf.Manager != fieldManager {
+			return false
+		}
+	}
+	return subset(desired.Content(want), desired.Content(full)) &&
+		subsetStrings(propagated(want.GetLabels()), full.GetLabels()) &&
+		subsetStrings(propagated(want.GetAnnotations()), full.GetAnnotations())
+}
+
+// InSync reports whether live, a mirror read whole from the API server and
+// proved ours, needs no write to become want: what Ensure decides for it,
+// without its memory of earlier decisions. Everything propagated is in
+// place (the hash of live is want's content hash), or what differs was
+// added by the API server to what fieldManager wrote. Tools that report on
+// mirrors (the kubectl plugin) use it, so that they call in sync exactly
+// what the agent leaves alone.
+func InSync(live, want *unstructured.Unstructured, fieldManager string) bool {
+	return desired.Hash(live) == want.GetAnnotations()[annotations.AnnotationContentHash] ||
+		serverAdditionsOnly(live, want, fieldManager)
 }
 
 func (a *Applier) isAccepted(uid types.UID, live, want string) bool {

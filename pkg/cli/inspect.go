@@ -1,0 +1,328 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apply"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/member"
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
+)
+
+// State is what the plugin finds at one target.
+type State string
+
+// States of a target, the values of "state" in the JSON output.
+const (
+	// InSync: our mirror exists with the desired content.
+	InSync State = "InSync"
+	// Pending: no mirror yet, and the source or the namespace changed after
+	// the agent last wrote the source, within PendingWindow.
+	Pending State = "Pending"
+	// Drifted: our mirror exists with other content; the agent rewrites it.
+	Drifted State = "Drifted"
+	// Missing: a target without a mirror.
+	Missing State = "Missing"
+	// Conflict: an object of the mirror's name exists that is not our
+	// mirror of this source.
+	Conflict State = "Conflict"
+	// Excluded: a candidate the agent drops (a Decision of targets.Plan).
+	Excluded State = "Excluded"
+	// Unreachable: the target's cluster does not answer (hub targets; not
+	// reported as rows yet).
+	Unreachable State = "Unreachable"
+)
+
+// States lists every state in the order counts are printed.
+var States = []State{InSync, Pending, Drifted, Missing, Conflict, Excluded, Unreachable}
+
+// PendingWindow bounds how long a missing mirror counts as Pending after
+// the change that should create it: longer, the agent is late and it is
+// Missing.
+const PendingWindow = time.Minute
+
+// Report is what status prints: the source and every target considered.
+type Report struct {
+	Source  Source   `json:"source"`
+	Targets []Target `json:"targets"`
+}
+
+// Source is the source's parsed settings.
+type Source struct {
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	// Enabled is the fleetmirror.io/enabled label; Sync the sync annotation.
+	Enabled bool `json:"enabled"`
+	Sync    bool `json:"sync"`
+	// Entries are the local entries of target-namespaces, as written;
+	// RemoteEntries the CLUSTER/NS ones, served by the hub.
+	Entries         []string `json:"entries"`
+	RemoteEntries   []string `json:"remoteEntries,omitempty"`
+	ClusterSelector string   `json:"clusterSelector,omitempty"`
+	MaxTargets      int      `json:"maxTargets,omitempty"`
+	// Transform is "none", "present" or "invalid"; TransformError says why.
+	Transform      string   `json:"transform"`
+	TransformError string   `json:"transformError,omitempty"`
+	Problems       []string `json:"problems,omitempty"`
+	UnknownKeys    []string `json:"unknownKeys,omitempty"`
+	// Refused says why the object may never be a source.
+	Refused string `json:"refused,omitempty"`
+	// NotWatched says why the agent does not mirror the kind.
+	NotWatched string `json:"notWatched,omitempty"`
+	// Status is the fleetmirror.io/status annotation the agents write.
+	Status string `json:"status,omitempty"`
+	// RemoteNote reports the remote entries from the hub's status part.
+	RemoteNote string `json:"remoteNote,omitempty"`
+	// Agent says where the agent's options come from.
+	Agent  string  `json:"agent"`
+	Events []Event `json:"events"`
+}
+
+// Event is one recent core/v1 Event of the source.
+type Event struct {
+	Type     string    `json:"type"`
+	Reason   string    `json:"reason"`
+	Message  string    `json:"message"`
+	Count    int32     `json:"count"`
+	LastSeen time.Time `json:"lastSeen"`
+}
+
+// Target is one target considered, with its state and why.
+type Target struct {
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	State     State  `json:"state"`
+	Reason    string `json:"reason"`
+}
+
+// Client is what the commands read the cluster with.
+type Client struct {
+	Dynamic dynamic.Interface
+	Kube    kubernetes.Interface
+	Mapper  meta.RESTMapper
+	Agent   Agent
+	// Now is the current time, for Pending.
+	Now func() time.Time
+}
+
+// maxEvents bounds the Events a report carries, the most recent first.
+const maxEvents = 10
+
+// Inspect reads the source KIND/NAME in namespace and reports on it.
+func (c *Client) Inspect(ctx context.Context, mapping *meta.RESTMapping, namespace, name string) (*Report, error) {
+	src, err := c.Dynamic.Resource(mapping.Resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	nss, err := c.namespaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.report(ctx, mapping, src, nss)
+	if err != nil {
+		return nil, err
+	}
+	r.Source.Events, err = c.events(ctx, src)
+	return r, err
+}
+
+// namespaces is the cluster's namespaces as the agent sees them
+// (controller.Namespaces), and when each was created, for Pending.
+type namespaces struct {
+	list    []targets.Namespace
+	created map[string]time.Time
+}
+
+func (c *Client) namespaces(ctx context.Context) (namespaces, error) {
+	list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return namespaces{}, err
+	}
+	out := namespaces{list: make([]targets.Namespace, 0, len(list.Items)), created: map[string]time.Time{}}
+	for _, ns := range list.Items {
+		out.list = append(out.list, targets.Namespace{Name: ns.Name, Labels: ns.Labels, Terminating: ns.DeletionTimestamp != nil})
+		out.created[ns.Name] = ns.CreationTimestamp.Time
+	}
+	return out, nil
+}
+
+// report computes the source's settings and its targets' states, as the
+// agent's pipeline would decide them now.
+func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, nss namespaces) (*Report, error) {
+	o := c.Agent.Options
+	gvk := mapping.GroupVersionKind
+	req := annotations.Parse(src.GetLabels(), src.GetAnnotations())
+	s := Source{
+		Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Namespace: src.GetNamespace(), Name: src.GetName(),
+		Enabled: req.Enabled, Sync: req.Sync, Entries: []string{}, MaxTargets: req.MaxTargets, Transform: "none",
+		Problems: req.Problems, Refused: desired.Refusal(gvk, src), Status: src.GetAnnotations()[annotations.AnnotationStatus],
+		Agent: c.Agent.Describe(), Events: []Event{},
+		UnknownKeys: append(UnknownKeys(src.GetLabels()), UnknownKeys(src.GetAnnotations())...),
+	}
+	for _, p := range req.Local {
+		s.Entries = append(s.Entries, p.Raw)
+	}
+	for _, t := range req.Remote {
+		s.RemoteEntries = append(s.RemoteEntries, t.String())
+	}
+	if req.ClusterSelector != nil {
+		s.ClusterSelector = req.ClusterSelector.String()
+	}
+	switch {
+	case req.TransformErr != nil:
+		s.Transform, s.TransformError = "invalid", req.TransformErr.Error()
+	case req.Transform != nil:
+		s.Transform = "present"
+	}
+	if ok, why := c.Agent.Watches(gvk); !ok {
+		s.NotWatched = why
+	}
+	if len(req.Remote) > 0 {
+		s.RemoteNote = remoteNote(len(req.Remote), s.Status)
+	}
+	r := &Report{Source: s, Targets: []Target{}}
+	// The agent acts on none of the targets of a source it does not watch,
+	// refuses, is switched off, or has invalid rules.
+	if s.NotWatched != "" || s.Refused != "" || !req.Active() || req.TransformErr != nil {
+		return r, nil
+	}
+	out := targets.Plan(req, targets.Source{Cluster: o.ClusterName, Namespace: src.GetNamespace()},
+		targets.Fleet{Clusters: []targets.Cluster{{Name: o.ClusterName, State: targets.Ready, KindSynced: true, Namespaces: nss.list}}},
+		c.Agent.Policy(), targets.Scope{Explain: true})
+	for _, t := range out.Targets {
+		row, err := c.target(ctx, mapping, src, req, t)
+		if err != nil {
+			return nil, err
+		}
+		if row.State == Missing && c.pending(src, nss.created[t.Namespace]) {
+			row.State = Pending
+			row.Reason = "the agent has not written the mirror yet: the source or the namespace changed after the agent last wrote the source"
+		}
+		r.Targets = append(r.Targets, row)
+	}
+	for _, d := range out.Decisions {
+		r.Targets = append(r.Targets, Target{Cluster: d.Cluster, Namespace: d.Namespace, State: Excluded, Reason: string(d.Reason) + ": " + d.Message})
+	}
+	slices.SortStableFunc(r.Targets, func(a, b Target) int {
+		return strings.Compare(a.Cluster+"/"+a.Namespace, b.Cluster+"/"+b.Namespace)
+	})
+	return r, nil
+}
+
+// target decides the state of one target as the agent's apply stage would:
+// desired.Build the mirror, read what is there, check ownership and
+// apply.InSync.
+func (c *Client) target(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request, t targets.Target) (Target, error) {
+	o := c.Agent.Options
+	row := Target{Cluster: t.Cluster, Namespace: t.Namespace}
+	want, _, err := desired.Build(src, desired.Target{Cluster: t.Cluster, Namespace: t.Namespace},
+		desired.Options{SourceCluster: o.ClusterName, ManagedBy: annotations.ManagedByMember, Strip: o.StripKeys}, req.Transform)
+	if err != nil {
+		row.State, row.Reason = Missing, "the target gets no mirror: "+err.Error()
+		return row, nil
+	}
+	live, err := c.Dynamic.Resource(mapping.Resource).Namespace(t.Namespace).Get(ctx, want.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		row.State, row.Reason = Missing, "no mirror exists; the agent creates it when it next reconciles the source"
+		return row, nil
+	case err != nil:
+		return row, err
+	}
+	ref := want.GetAnnotations()[annotations.AnnotationSource]
+	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), annotations.ManagedByMember, ref) {
+		ce := &apply.ConflictError{Namespace: live.GetNamespace(), Name: live.GetName()}
+		if desired.IsMirror(live.GetLabels()) {
+			ce.Owner = live.GetAnnotations()[annotations.AnnotationSource]
+		}
+		row.State, row.Reason = Conflict, ce.Error()+"; the agent leaves it alone (delete or rename it to let the mirror in)"
+		return row, nil
+	}
+	if apply.InSync(live, want, member.FieldManager) {
+		row.State, row.Reason = InSync, "the mirror has the source's content"
+		return row, nil
+	}
+	row.State, row.Reason = Drifted, "the mirror's content differs from the source's (edited by hand, or the source changed); the agent rewrites it"
+	return row, nil
+}
+
+// pending reports whether a missing mirror is one the agent has not had the
+// time to write: the source (by anyone but the agent) or the namespace
+// changed after the agent's last write to the source, within PendingWindow.
+func (c *Client) pending(src *unstructured.Unstructured, nsCreated time.Time) bool {
+	var agentWrote, changed time.Time
+	for _, mf := range src.GetManagedFields() {
+		if mf.Time == nil {
+			continue
+		}
+		if mf.Manager == member.FieldManager {
+			agentWrote = later(agentWrote, mf.Time.Time)
+		} else {
+			changed = later(changed, mf.Time.Time)
+		}
+	}
+	changed = later(changed, nsCreated)
+	return changed.After(agentWrote) && c.Now().Sub(changed) < PendingWindow
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// remoteNote reports the remote entries from the hub's part of the status.
+func remoteNote(n int, status string) string {
+	hub := "the hub has not reported yet"
+	if i := strings.Index(status, "remote: "); i >= 0 {
+		hub = status[i:]
+	}
+	return fmt.Sprintf("%d remote entries, served by the hub: %s", n, hub)
+}
+
+// events returns the most recent Events of src.
+func (c *Client) events(ctx context.Context, src *unstructured.Unstructured) ([]Event, error) {
+	sel := fields.Set{"involvedObject.name": src.GetName(), "involvedObject.kind": src.GetKind()}.AsSelector().String()
+	list, err := c.Kube.CoreV1().Events(src.GetNamespace()).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	items := slices.DeleteFunc(list.Items, func(e corev1.Event) bool {
+		return e.InvolvedObject.UID != "" && e.InvolvedObject.UID != src.GetUID()
+	})
+	slices.SortFunc(items, func(a, b corev1.Event) int { return lastSeen(b).Compare(lastSeen(a)) })
+	out := []Event{}
+	for _, e := range items[:min(len(items), maxEvents)] {
+		out = append(out, Event{Type: e.Type, Reason: e.Reason, Message: e.Message, Count: max(e.Count, 1), LastSeen: lastSeen(e)})
+	}
+	return out, nil
+}
+
+func lastSeen(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
+)
+
+// Answer is what why says: the one cause that matters, and its fix.
+type Answer struct {
+	Cause string `json:"cause"`
+	// Fix is what to do; empty when nothing needs doing.
+	Fix string `json:"fix,omitempty"`
+}
+
+func (o *options) whyCommand() *cobra.Command {
+	var in string
+	cmd := &cobra.Command{
+		Use:   "why KIND/NAME [-n NAMESPACE] [--in NAMESPACE]",
+		Short: "Say why an object is not mirrored (into namespace --in), and how to fix it",
+		Example: `  kubectl fleetmirror why secret/db-credentials -n platform
+  kubectl fleetmirror why secret/db-credentials -n platform --in team-a`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, m, ns, name, err := o.object(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			a, err := c.Why(cmd.Context(), m, ns, name, in)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(o.streams.Out, a.Cause)
+			if a.Fix != "" {
+				fmt.Fprintln(o.streams.Out, "Fix: "+a.Fix)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in, "in", "", "Target namespace to explain")
+	return cmd
+}
+
+// Why gives the first reason, in the agent's order of checks, that the
+// source namespace/name is not mirrored (into namespace in, when given).
+func (c *Client) Why(ctx context.Context, mapping *meta.RESTMapping, namespace, name, in string) (Answer, error) {
+	r, err := c.Inspect(ctx, mapping, namespace, name)
+	if err != nil {
+		return Answer{}, err
+	}
+	return explain(r, c.Agent, in), nil
+}
+
+// explain answers why from a report.
+func explain(r *Report, agent Agent, in string) Answer {
+	s := r.Source
+	obj := fmt.Sprintf("%s/%s -n %s", strings.ToLower(s.Kind), s.Name, s.Namespace)
+	switch {
+	case s.NotWatched != "":
+		return Answer{
+			Cause: fmt.Sprintf("Not mirrored: the agent does not watch %s: %s.", s.Kind, s.NotWatched),
+			Fix:   "ask the operator to add the kind to the member agent's --resource-types (chart value config.resourceTypes) or take it off --deny-kinds",
+		}
+	case s.Refused != "":
+		return Answer{
+			Cause: fmt.Sprintf("Not mirrored: the agent refuses it as a source: %s.", s.Refused),
+			Fix:   "mirror the original source instead; a mirror never becomes a source",
+		}
+	case len(s.UnknownKeys) > 0:
+		k := s.UnknownKeys[0]
+		fix := fmt.Sprintf("remove %s; fleetmirror does not know it", k)
+		if want := ClosestKey(k); want != "" {
+			fix = fmt.Sprintf("rename %s to %s", k, want)
+		}
+		return Answer{Cause: fmt.Sprintf("Not mirrored as meant: %s is not a fleetmirror key%s.", k, suggestion(k)), Fix: fix}
+	case !s.Enabled:
+		return Answer{
+			Cause: fmt.Sprintf("Not mirrored: the object has no %s=true label, so the agent never reads it.", annotations.LabelEnabled),
+			Fix:   fmt.Sprintf("kubectl label %s %s=true", obj, annotations.LabelEnabled),
+		}
+	case !s.Sync:
+		return Answer{
+			Cause: fmt.Sprintf("Not mirrored: %s is not \"true\"; mirroring is off.", annotations.AnnotationSync),
+			Fix:   fmt.Sprintf("kubectl annotate --overwrite %s %s=true", obj, annotations.AnnotationSync),
+		}
+	case s.TransformError != "":
+		return Answer{
+			Cause: fmt.Sprintf("Not mirrored: the rules of %s are invalid, and nothing is written until they are fixed: %s", annotations.AnnotationTransform, s.TransformError),
+			Fix:   "fix the rules (docs/annotations.md, Transforms)",
+		}
+	case len(s.Entries) == 0 && len(s.RemoteEntries) > 0 && in == "":
+		return Answer{Cause: "Only remote entries: " + s.RemoteNote + "."}
+	case len(s.Entries) == 0:
+		cause := fmt.Sprintf("Not mirrored: %s names no namespace.", annotations.AnnotationTargetNamespaces)
+		if len(s.Problems) > 0 {
+			cause += " " + strings.Join(s.Problems, "; ")
+		}
+		return Answer{Cause: cause, Fix: fmt.Sprintf("kubectl annotate --overwrite %s %s=NAMESPACE,...", obj, annotations.AnnotationTargetNamespaces)}
+	case in != "":
+		return explainIn(r, agent, obj, in)
+	}
+	return summary(r)
+}
+
+// explainIn says what happens to the source in namespace in.
+func explainIn(r *Report, agent Agent, obj, in string) Answer {
+	for _, t := range r.Targets {
+		if t.Namespace != in {
+			continue
+		}
+		if t.State != Excluded {
+			if t.State == InSync {
+				return Answer{Cause: fmt.Sprintf("It is mirrored there: %s holds the source's content (InSync).", in)}
+			}
+			return Answer{Cause: fmt.Sprintf("%s is a target; its state is %s: %s.", in, t.State, t.Reason), Fix: stateFix(t.State, in)}
+		}
+		reason, msg, _ := strings.Cut(t.Reason, ": ")
+		return Answer{Cause: fmt.Sprintf("Not mirrored into %s: %s.", in, msg), Fix: decisionFix(targets.Reason(reason), agent, obj, in)}
+	}
+	return Answer{
+		Cause: fmt.Sprintf("Not mirrored into %s: the namespace does not exist.", in),
+		Fix:   fmt.Sprintf("kubectl create namespace %s (and name it in %s)", in, annotations.AnnotationTargetNamespaces),
+	}
+}
+
+func decisionFix(reason targets.Reason, agent Agent, obj, in string) string {
+	switch reason {
+	case targets.ExcludedNamespace:
+		return fmt.Sprintf("the operator's policy decides this: the member agent's --excluded-namespaces / --included-namespaces (%s)", agent.Describe())
+	case targets.OptedOut:
+		return fmt.Sprintf("kubectl label namespace %s %s- (if its owners agree)", in, annotations.LabelAllowMirrors)
+	case targets.NotLabeled:
+		return fmt.Sprintf("kubectl label namespace %s %s=true", in, annotations.LabelAllowMirrors)
+	case targets.NotMatched:
+		return fmt.Sprintf("add %s to %s on %s", in, annotations.AnnotationTargetNamespaces, obj)
+	case targets.MissingNamespace:
+		return "kubectl create namespace " + in
+	case targets.OverLimit:
+		return fmt.Sprintf("raise %s on the source (up to the agent's --max-targets, %d), or target fewer namespaces", annotations.AnnotationMaxTargets, agent.Options.MaxTargets)
+	case targets.SourceNamespace:
+		return "none: the source itself is there"
+	case targets.Terminating:
+		return "none: the namespace is being deleted"
+	}
+	return ""
+}
+
+func stateFix(s State, in string) string {
+	switch s {
+	case Conflict:
+		return fmt.Sprintf("delete or rename the object in %s that holds the name, if it is not needed", in)
+	case Missing, Drifted:
+		return "the agent corrects it when it next reconciles the source; if it does not, check that the agent runs and its Events on the source"
+	}
+	return ""
+}
+
+// summary answers why without --in: every target, counted by state.
+func summary(r *Report) Answer {
+	counts := Count(r.Targets)
+	targeted := len(r.Targets) - counts[Excluded]
+	cause := fmt.Sprintf("Mirrored into %d namespaces: %s.", targeted, countLine(counts))
+	if counts[InSync] == targeted && targeted > 0 {
+		return Answer{Cause: cause}
+	}
+	if targeted == 0 {
+		cause = fmt.Sprintf("Not mirrored: no namespace matches %s; status lists why each was dropped.", strings.Join(r.Source.Entries, ", "))
+	}
+	return Answer{Cause: cause, Fix: "ask about one namespace with --in NAMESPACE"}
+}
+
+// Count counts targets by state.
+func Count(ts []Target) map[State]int {
+	out := map[State]int{}
+	for _, t := range ts {
+		out[t.State]++
+	}
+	return out
+}
+
+func countLine(counts map[State]int) string {
+	var parts []string
+	for _, s := range States {
+		if s != Excluded && counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
