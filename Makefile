@@ -37,7 +37,8 @@ vet: ## Run go vet
 
 .PHONY: test
 test: vet ## Vet, run every test with -race (unit, envtest, test/e2e), lint charts and alert rules if present
-	assets="$$(hack/envtest.sh)"; KUBEBUILDER_ASSETS="$$assets" go test -race ./...
+	assets="$$(hack/envtest.sh)"; prom="$$(hack/prometheus.sh)"; \
+		KUBEBUILDER_ASSETS="$$assets" FLEETMIRROR_PROMETHEUS_DIR="$$prom" go test -race ./...
 	$(MAKE) --no-print-directory helm-lint prom-check
 
 .PHONY: test-unit
@@ -57,12 +58,13 @@ else
 endif
 
 .PHONY: prom-check
-prom-check: ## Check alert rules with promtool (skipped until charts/*/files/*.rules.yaml exist)
+prom-check: ## Check alert rules with the pinned promtool (hack/prometheus.sh builds it once per version)
 ifeq ($(PROM_RULES),)
 	@echo "prom-check: no rule files yet, skipped"
 else
-	promtool check rules $(PROM_RULES)
-	$(if $(PROM_RULE_TESTS),promtool test rules $(PROM_RULE_TESTS))
+	promtool="$$(hack/prometheus.sh)/promtool"; \
+		"$$promtool" check rules $(PROM_RULES) && \
+		$(if $(PROM_RULE_TESTS),"$$promtool" test rules $(PROM_RULE_TESTS),true)
 endif
 
 .PHONY: demo

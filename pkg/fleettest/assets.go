@@ -17,41 +17,62 @@ const envAssets = "KUBEBUILDER_ASSETS"
 // modulePattern matches the module line of this repository's go.mod.
 var modulePattern = regexp.MustCompile(`(?m)^module\s+github\.com/fleetmirror/fleetmirror\s*$`)
 
-var (
-	assetsMu  sync.Mutex
-	assetsDir string // cached after the first success
-)
-
 // Assets returns the directory holding kube-apiserver, etcd and kubectl.
 // KUBEBUILDER_ASSETS wins when set; otherwise hack/envtest.sh of the
 // repository around the working directory prints it, building the binaries
 // from source on first use (several minutes, progress on stderr).
 func Assets() (string, error) {
-	if dir := os.Getenv(envAssets); dir != "" {
+	return assets.dir()
+}
+
+// Prometheus returns the directory holding promtool and prometheus.
+// FLEETMIRROR_PROMETHEUS_DIR wins when set (make test sets it); otherwise
+// hack/prometheus.sh prints it, building both from source on first use
+// (several minutes, progress on stderr).
+func Prometheus() (string, error) {
+	return prometheusTools.dir()
+}
+
+var (
+	assets          = &scriptDir{env: envAssets, script: "envtest.sh"}
+	prometheusTools = &scriptDir{env: "FLEETMIRROR_PROMETHEUS_DIR", script: "prometheus.sh"}
+)
+
+// scriptDir is a directory of tools that a script in hack/ prints, unless
+// an environment variable names it.
+type scriptDir struct {
+	env, script string
+
+	mu    sync.Mutex
+	found string // cached after the first success
+}
+
+func (s *scriptDir) dir() (string, error) {
+	if dir := os.Getenv(s.env); dir != "" {
 		return dir, nil
 	}
-	assetsMu.Lock()
-	defer assetsMu.Unlock()
-	if assetsDir != "" {
-		return assetsDir, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.found != "" {
+		return s.found, nil
 	}
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "envtest.sh"))
+	cmd := exec.Command("bash", filepath.Join(root, "hack", s.script))
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("hack/envtest.sh: %w", err)
+		return "", fmt.Errorf("hack/%s: %w", s.script, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	dir := strings.TrimSpace(lines[len(lines)-1])
 	if dir == "" {
-		return "", errors.New("hack/envtest.sh printed no directory")
+		return "", fmt.Errorf("hack/%s printed no directory", s.script)
 	}
-	assetsDir = dir
+	s.found = dir
 	return dir, nil
 }
 
