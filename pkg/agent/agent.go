@@ -61,6 +61,9 @@ func Run(ctx context.Context, o Options, w Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := checkResourceTypes(ctx, cfg, o.ResourceTypes, o.CallTimeout); err != nil {
+		return err
+	}
 	provider, err := w.Provider(cfg)
 	if err != nil {
 		return err
