@@ -11,10 +11,16 @@ HELM := $(BIN)/helm-$(HELM_VERSION)
 
 IMAGE ?= fleetmirror:dev
 
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+
 # What the binaries say they are (--version, fleetmirror_build_info): the
 # release tag, or git describe's description of a commit after one.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Asked once, so that every artefact of one run says the same.
+VERSION := $(VERSION)
+REVISION := $(REVISION)
 VERSION_PKG := github.com/fleetmirror/fleetmirror/pkg/version
 LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION)
 # The charts' version: VERSION without its leading v when that is semver
@@ -22,6 +28,7 @@ LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REV
 CHART_VERSION ?= $(shell v='$(patsubst v%,%,$(VERSION))'; \
 	if [[ "$$v" =~ ^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$$ ]]; \
 	then echo "$$v"; else echo 0.0.0-dev; fi)
+CHART_VERSION := $(CHART_VERSION)
 
 # make release: where, for which platforms, and which binaries (name:cmd
 # directory); the kubectl plugin once cmd/kubectl-fleetmirror exists.
@@ -37,8 +44,6 @@ PROM_RULES := $(wildcard charts/*/files/*.rules.yaml)
 PROM_RULE_TESTS := $(wildcard charts/*/files/*.rules_test.yaml)
 
 .DEFAULT_GOAL := help
-SHELL := /usr/bin/env bash
-.SHELLFLAGS := -euo pipefail -c
 
 .PHONY: help
 help: ## List the targets
