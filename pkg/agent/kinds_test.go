@@ -43,7 +43,7 @@ func TestSuggestKinds(t *testing.T) {
 		{"Deploymnet.v1.apps", "Deployment.v1.apps"},
 		{"SecretStore.v2.external-secrets.io", "SecretStore.v1.external-secrets.io,SecretStore.v1beta1.external-secrets.io"},
 		{"Servic.v1", "Service.v1"},
-		{"Sevice.v1", "Service.v1"},
+		{"Srvice.v1", "Service.v1"},
 		{"Gadget.v1", "Widget.v1.example.com"},
 		{"Xyzzy.v1", ""},
 		{"Certificate.v1.cert-manager.io", ""},
@@ -77,7 +77,7 @@ func TestCheckServed(t *testing.T) {
 	}{
 		{kinds: "Secret.v1,Ingress.v1.networking.k8s.io"},
 		{kinds: "Secrt.v1", want: "--resource-types: Secrt.v1 is not served by the API server; did you mean Secret.v1?"},
-		{kinds: "Secret.v1,Sevice.v1", want: "--resource-types: Sevice.v1 is not served by the API server; did you mean Service.v1?"},
+		{kinds: "Secret.v1,Srvice.v1", want: "--resource-types: Srvice.v1 is not served by the API server; did you mean Service.v1?"},
 		{kinds: "SecretStore.v2.external-secrets.io", want: "did you mean SecretStore.v1.external-secrets.io or SecretStore.v1beta1.external-secrets.io?"},
 		{kinds: "Xyzzy.v1", want: "--resource-types: Xyzzy.v1 is not served by the API server"},
 		{kinds: "Namespace.v1", want: "--resource-types: Namespace.v1 is cluster-scoped; only namespaced kinds are mirrored"},
@@ -159,7 +159,7 @@ func TestEditDistance(t *testing.T) {
 	}{
 		{"secret", "secret", 3, 0},
 		{"secrt", "secret", 3, 1},
-		{"sevice", "service", 3, 1},
+		{"srvice", "service", 3, 1},
 		{"deploymnet", "deployment", 3, 2},
 		{"kitten", "sitting", 10, 3},
 		{"kitten", "sitting", 2, 3}, // beyond the limit: limit+1
