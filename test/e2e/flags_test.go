@@ -44,22 +44,16 @@ func TestMalformedPatternFlags(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				cmd := exec.CommandContext(ctx, bin.path,
+				code, stdout, stderr := runBinary(t, bin.path,
 					"--kubeconfig", hubC.KubeconfigPath, "--namespace", systemNS,
 					"--metrics-bind-address", "0", "--health-probe-bind-address", probe,
 					"--"+tc.flag+"="+tc.pattern)
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				err = cmd.Run()
-				var exit *exec.ExitError
-				if !errors.As(err, &exit) || exit.ExitCode() != 2 {
-					t.Fatalf("%s --%s=%s: %v, want exit status 2; output:\n%s", filepath.Base(bin.path), tc.flag, tc.pattern, err, out.String())
+				msg := stdout + stderr
+				if code != 2 {
+					t.Fatalf("%s --%s=%s: exit code %d, want 2; output:\n%s", filepath.Base(bin.path), tc.flag, tc.pattern, code, msg)
 				}
-				msg := out.String()
-				if !strings.Contains(msg, "--"+tc.flag) || !strings.Contains(msg, tc.want) {
-					t.Errorf("output does not name the flag --%s and %q:\n%s", tc.flag, tc.want, msg)
+				if !strings.HasPrefix(stderr, "error: --"+tc.flag) || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+					t.Errorf("stderr is not one line naming the flag --%s and %q:\n%s", tc.flag, tc.want, msg)
 				}
 				if strings.Contains(msg, "Starting") {
 					t.Errorf("the agent started before refusing the flag:\n%s", msg)
@@ -92,7 +86,7 @@ func runBinary(t *testing.T, bin string, args ...string) (code int, stdout, stde
 // Start-up errors are one line on stderr, "error: " and what went wrong,
 // and exit code 1: a kind the API server does not serve (with the kinds
 // meant, probably), a kubeconfig that is not there. No stack trace.
-func TestStartupErrors(t *testing.T) {
+func TestFlagStartupErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
