@@ -2,6 +2,9 @@
 #
 # One image with both agents; it runs the member agent by default:
 #   docker build -t fleetmirror:dev .          # or: make docker-build
+# make docker-build stamps the binaries with the version (--version,
+# fleetmirror_build_info); by hand:
+#   docker build --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) .
 #   docker run --rm fleetmirror:dev --help
 # The hub is the other binary:
 #   docker run --rm --entrypoint /usr/local/bin/fleetmirror-hub fleetmirror:dev --help
@@ -13,10 +16,18 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
 COPY pkg/ pkg/
-RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/fleetmirror-member ./cmd/member && \
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/fleetmirror-hub ./cmd/hub
+ARG VERSION=dev
+ARG REVISION=unknown
+RUN LDFLAGS="-s -w -X github.com/fleetmirror/fleetmirror/pkg/version.Version=${VERSION} -X github.com/fleetmirror/fleetmirror/pkg/version.Revision=${REVISION}" && \
+    CGO_ENABLED=0 go build -trimpath -ldflags="${LDFLAGS}" -o /out/fleetmirror-member ./cmd/member && \
+    CGO_ENABLED=0 go build -trimpath -ldflags="${LDFLAGS}" -o /out/fleetmirror-hub ./cmd/hub
 
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="https://github.com/fleetmirror/fleetmirror"
 COPY --from=builder /out/fleetmirror-member /out/fleetmirror-hub /usr/local/bin/
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/fleetmirror-member"]

@@ -11,6 +11,31 @@ HELM := $(BIN)/helm-$(HELM_VERSION)
 
 IMAGE ?= fleetmirror:dev
 
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+
+# What the binaries say they are (--version, fleetmirror_build_info): the
+# release tag, or git describe's description of a commit after one.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Asked once, so that every artefact of one run says the same.
+VERSION := $(VERSION)
+REVISION := $(REVISION)
+VERSION_PKG := github.com/fleetmirror/fleetmirror/pkg/version
+LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION)
+# The charts' version: VERSION without its leading v when that is semver
+# (v1.2.3, v1.3.0-rc.1, v1.2.3-4-gabc1234 from git describe), else 0.0.0-dev.
+CHART_VERSION ?= $(shell v='$(patsubst v%,%,$(VERSION))'; \
+	if [[ "$$v" =~ ^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$$ ]]; \
+	then echo "$$v"; else echo 0.0.0-dev; fi)
+CHART_VERSION := $(CHART_VERSION)
+
+# make release: where, for which platforms, and which binaries (name:cmd
+# directory).
+DIST := dist
+PLATFORMS ?= linux/amd64 linux/arm64
+RELEASE_BINARIES := fleetmirror-member:member fleetmirror-hub:hub kubectl-fleetmirror:kubectl-fleetmirror
+
 # Charts that helm-lint checks, where they exist yet.
 CHARTS := $(patsubst %/Chart.yaml,%,$(wildcard charts/member/Chart.yaml charts/hub/Chart.yaml))
 # Prometheus rule files in promtool's format, and their promtool unit tests.
@@ -18,18 +43,35 @@ PROM_RULES := $(wildcard charts/*/files/*.rules.yaml)
 PROM_RULE_TESTS := $(wildcard charts/*/files/*.rules_test.yaml)
 
 .DEFAULT_GOAL := help
-SHELL := /usr/bin/env bash
-.SHELLFLAGS := -euo pipefail -c
 
 .PHONY: help
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/fleetmirror-member, bin/fleetmirror-hub and the kubectl plugin bin/kubectl-fleetmirror
-	go build -trimpath -o bin/fleetmirror-member ./cmd/member
-	go build -trimpath -o bin/fleetmirror-hub ./cmd/hub
-	go build -trimpath -o bin/kubectl-fleetmirror ./cmd/kubectl-fleetmirror
+build: ## Build bin/fleetmirror-member, bin/fleetmirror-hub and the kubectl plugin bin/kubectl-fleetmirror, stamped with VERSION and REVISION
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetmirror-member ./cmd/member
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetmirror-hub ./cmd/hub
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-fleetmirror ./cmd/kubectl-fleetmirror
+
+.PHONY: version
+version: ## Print VERSION, REVISION and CHART_VERSION as a release would use them
+	@echo "VERSION=$(VERSION) REVISION=$(REVISION) CHART_VERSION=$(CHART_VERSION)"
+
+.PHONY: release
+release: $(HELM) ## Build static linux/amd64 and linux/arm64 binaries and the charts into dist/, with SHA256SUMS (docs/releasing.md)
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	for platform in $(PLATFORMS); do \
+	  for bin in $(RELEASE_BINARIES); do \
+	    out="$(DIST)/$${bin%%:*}-$${platform%%/*}-$${platform##*/}"; \
+	    echo "go build $$out"; \
+	    CGO_ENABLED=0 GOOS="$${platform%%/*}" GOARCH="$${platform##*/}" \
+	      go build -trimpath -ldflags '-s -w $(LDFLAGS)' -o "$$out" "./cmd/$${bin##*:}"; \
+	  done; \
+	done
+	$(HELM) package $(CHARTS) --version '$(CHART_VERSION)' --app-version '$(VERSION)' --destination $(DIST)
+	cd $(DIST) && find . -type f ! -name SHA256SUMS -printf '%P\n' | sort | xargs sha256sum > SHA256SUMS
+	@echo "Release $(VERSION) (charts $(CHART_VERSION)) in $(DIST)/:" && ls $(DIST)
 
 .PHONY: vet
 vet: ## Run go vet
@@ -78,7 +120,7 @@ bench: ## Run the benchmarks (test/bench); flags in BENCH_FLAGS, e.g. BENCH_FLAG
 
 .PHONY: docker-build
 docker-build: ## Build the container image (IMAGE, default fleetmirror:dev)
-	docker build -t $(IMAGE) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 .PHONY: envtest
 envtest: ## Print the directory of kube-apiserver, etcd and kubectl (builds them the first time)

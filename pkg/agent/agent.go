@@ -23,6 +23,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
+	"github.com/fleetmirror/fleetmirror/pkg/version"
 )
 
 // Writer is what makes an agent the member agent or the hub: all of it
@@ -58,6 +59,9 @@ type Writer struct {
 func Run(ctx context.Context, o Options, w Writer) error {
 	cfg, err := o.Config()
 	if err != nil {
+		return err
+	}
+	if err := checkResourceTypes(ctx, cfg, o.ResourceTypes, o.CallTimeout); err != nil {
 		return err
 	}
 	provider, err := w.Provider(cfg)
@@ -104,7 +108,8 @@ func Run(ctx context.Context, o Options, w Writer) error {
 	if err := controller.Add(mgr, co); err != nil {
 		return err
 	}
-	ctrl.LoggerFrom(ctx).Info("Starting", "writer", w.Name, "cluster", o.ClusterName, "kinds", fmt.Sprint(o.ResourceTypes))
+	ctrl.LoggerFrom(ctx).Info("Starting", "writer", w.Name, "cluster", o.ClusterName, "kinds", fmt.Sprint(o.ResourceTypes),
+		"version", version.Version, "revision", version.Revision)
 	return mgr.Start(ctx)
 }
 

@@ -65,7 +65,6 @@ func TestFlags(t *testing.T) {
 		{"--resource-types=Role.v1.rbac.authorization.k8s.io"},
 		{"--resource-types=ServiceAccount.v1"},
 		{"--deny-kinds=lower"},
-		{"--max-targets=0"},
 	} {
 		if _, err := parse(bad...); err == nil {
 			t.Errorf("%v: accepted", bad)
@@ -92,6 +91,52 @@ func TestFlags(t *testing.T) {
 	}
 	if want := []schema.GroupKind{{Group: "example.com", Kind: "Widget"}, {Kind: "Service"}}; len(o.DenyKinds) != 2 || o.DenyKinds[0] != want[0] || o.DenyKinds[1] != want[1] {
 		t.Errorf("deny kinds = %v, want %v", o.DenyKinds, want)
+	}
+}
+
+// TestFlagValues: every value out of range stops the agent at start-up,
+// with an error naming the flag and the value; the edges of each range pass.
+func TestFlagValues(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // empty: accepted
+	}{
+		{[]string{"--cluster-name=Bad/Name"}, `--cluster-name: "Bad/Name" is not a DNS-1123 label`},
+		{[]string{"--cluster-name=eu-1.prod"}, `--cluster-name: "eu-1.prod" is not a DNS-1123 label`},
+		{[]string{"--cluster-name="}, `--cluster-name: "" is not a DNS-1123 label`},
+		{[]string{"--cluster-name=eu-1"}, ""},
+		{[]string{"--namespace=Fleet_System"}, `--namespace: "Fleet_System" is not a DNS-1123 label`},
+		{[]string{"--namespace=fleetmirror"}, ""},
+		{[]string{"--api-call-timeout=0s"}, "--api-call-timeout must be positive, got 0s"},
+		{[]string{"--api-call-timeout=-1s"}, "--api-call-timeout must be positive, got -1s"},
+		{[]string{"--lazy-probe-interval=0"}, "--lazy-probe-interval must be positive, got 0s"},
+		{[]string{"--discovery-interval=0"}, "--discovery-interval must be positive, got 0s"},
+		{[]string{"--circuit-breaker-base-delay=0"}, "--circuit-breaker-base-delay must be positive, got 0s"},
+		{[]string{"--circuit-breaker-max-delay=-1m"}, "--circuit-breaker-max-delay must be positive, got -1m0s"},
+		{[]string{"--circuit-breaker-base-delay=2m", "--circuit-breaker-max-delay=1m"}, "--circuit-breaker-max-delay (1m0s) must not be less than --circuit-breaker-base-delay (2m0s)"},
+		{[]string{"--circuit-breaker-failures=0", "--circuit-breaker-base-delay=0", "--circuit-breaker-max-delay=0"}, ""},
+		{[]string{"--circuit-breaker-failures=-1"}, "--circuit-breaker-failures must not be negative (0 disables the breaker), got -1"},
+		{[]string{"--graceful-shutdown-timeout=-1s"}, "--graceful-shutdown-timeout must not be negative, got -1s"},
+		{[]string{"--graceful-shutdown-timeout=0"}, ""},
+		{[]string{"--resync-period=-1s"}, "--resync-period must not be negative, got -1s"},
+		{[]string{"--resync-period=0"}, ""},
+		{[]string{"--watch-idle-timeout=-1s"}, "--watch-idle-timeout must not be negative, got -1s"},
+		{[]string{"--workers=0"}, "--workers must be at least 1, got 0"},
+		{[]string{"--workers=1"}, ""},
+		{[]string{"--write-parallelism=0"}, "--write-parallelism must be at least 1, got 0"},
+		{[]string{"--max-targets=0"}, "--max-targets must be at least 1, got 0"},
+		{[]string{"--kube-api-qps=10", "--kube-api-burst=0"}, "--kube-api-burst must be at least 1 when --kube-api-qps is set, got 0"},
+		{[]string{"--kube-api-qps=0", "--kube-api-burst=0"}, ""},
+		{[]string{"--kube-api-qps=10", "--kube-api-burst=1"}, ""},
+	}
+	for _, tt := range tests {
+		_, err := parse(tt.args...)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%q: %v, want accepted", tt.args, err)
+		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
+			t.Errorf("%q: error %v, want %q", tt.args, err, tt.want)
+		}
 	}
 }
 

@@ -6,14 +6,21 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetmirror/fleetmirror/pkg/version"
 )
 
 // Main is the body of both binaries: it parses the flags of o and the
-// logging flags, then runs run until SIGINT or SIGTERM. Bad flags exit
-// with 2, a failed run with 1.
+// logging flags, then runs run until SIGINT or SIGTERM. --version prints
+// version.String and exits 0. Bad flags exit with 2, a failed run with 1.
+// Either prints one line on stderr, "error: " and the error, and no stack
+// trace: most are start-up errors (a kubeconfig that cannot be read, a kind
+// the API server does not serve) that the person starting the binary must
+// be able to read at a glance.
 func Main(binary, description string, o Flags, run func(context.Context) error) {
 	fs := flag.NewFlagSet(binary, flag.ExitOnError)
 	fs.Usage = func() {
@@ -23,18 +30,28 @@ func Main(binary, description string, o Flags, run func(context.Context) error) 
 	o.AddFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
+	// Not an option: it is no setting of the agent, nor a chart value.
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: never returns an error
+	if *showVersion {
+		fmt.Println(version.String(binary))
+		os.Exit(0)
+	}
 	if err := o.Complete(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		exit(2, err)
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
 	tuneGC()
 	if err := run(ctrl.LoggerInto(ctrl.SetupSignalHandler(), log)); err != nil {
-		log.Error(err, "Exiting", "binary", binary)
-		os.Exit(1)
+		exit(1, err)
 	}
+}
+
+// exit prints err on one line and exits with code.
+func exit(code int, err error) {
+	fmt.Fprintln(os.Stderr, "error: "+strings.ReplaceAll(err.Error(), "\n", " "))
+	os.Exit(code)
 }
 
 // gcPercent is the GOGC the agents run with unless GOGC is set. Their live

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
@@ -190,6 +191,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet, b Binary) {
 // applies the defaults that depend on other options and validates them.
 // Its errors name the flag.
 func (o *Options) Complete() error {
+	if err := o.checkValues(); err != nil {
+		return err
+	}
 	var err error
 	if o.raw.types != "" {
 		if o.ResourceTypes, err = ParseResourceTypes(o.raw.types); err != nil {
@@ -223,14 +227,80 @@ func (o *Options) Complete() error {
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = o.Namespace
 	}
-	if o.MaxTargets < 1 {
-		return fmt.Errorf("--max-targets must be at least 1, got %d", o.MaxTargets)
-	}
 	// client-go's own rule: the renewal must fit in the lease, with
 	// room for a jittered retry.
 	if o.LeaseDuration <= o.RenewDeadline || float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) || o.RetryPeriod <= 0 {
 		return fmt.Errorf("leader election timing: need --leader-election-lease-duration (%s) > --leader-election-renew-deadline (%s) > 1.2 x --leader-election-retry-period (%s) > 0",
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+	}
+	return nil
+}
+
+// checkValues refuses flag values that are out of range, naming the flag
+// and the value: a zero worker count or interval would not fail, it would
+// hang or spin.
+func (o *Options) checkValues() error {
+	if err := dnsLabel("cluster-name", o.ClusterName); err != nil {
+		return err
+	}
+	if err := dnsLabel("namespace", o.Namespace); err != nil {
+		return err
+	}
+	type duration struct {
+		flag string
+		d    time.Duration
+	}
+	positive := []duration{
+		{"api-call-timeout", o.CallTimeout},
+		{"lazy-probe-interval", o.LazyProbeInterval},
+		{"discovery-interval", o.DiscoveryInterval},
+	}
+	if o.BreakerThreshold > 0 {
+		positive = append(positive, duration{"circuit-breaker-base-delay", o.BreakerBaseDelay}, duration{"circuit-breaker-max-delay", o.BreakerMaxDelay})
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return fmt.Errorf("--%s must be positive, got %s", p.flag, p.d)
+		}
+	}
+	for _, n := range []duration{
+		{"graceful-shutdown-timeout", o.GracefulShutdownTimeout},
+		{"resync-period", o.ResyncPeriod},
+		{"watch-idle-timeout", o.WatchIdleTimeout},
+	} {
+		if n.d < 0 {
+			return fmt.Errorf("--%s must not be negative, got %s", n.flag, n.d)
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{
+		{"workers", o.Workers},
+		{"write-parallelism", o.WriteParallelism},
+		{"max-targets", o.MaxTargets},
+	} {
+		if n.v < 1 {
+			return fmt.Errorf("--%s must be at least 1, got %d", n.flag, n.v)
+		}
+	}
+	if o.QPS > 0 && o.Burst < 1 {
+		return fmt.Errorf("--kube-api-burst must be at least 1 when --kube-api-qps is set, got %d", o.Burst)
+	}
+	if o.BreakerThreshold < 0 {
+		return fmt.Errorf("--circuit-breaker-failures must not be negative (0 disables the breaker), got %d", o.BreakerThreshold)
+	}
+	if o.BreakerThreshold > 0 && o.BreakerMaxDelay < o.BreakerBaseDelay {
+		return fmt.Errorf("--circuit-breaker-max-delay (%s) must not be less than --circuit-breaker-base-delay (%s)", o.BreakerMaxDelay, o.BreakerBaseDelay)
+	}
+	return nil
+}
+
+// dnsLabel refuses a value of flag that is not a DNS-1123 label, the form
+// of namespace names and of cluster names in source references.
+func dnsLabel(flag, value string) error {
+	if errs := validation.IsDNS1123Label(value); len(errs) > 0 {
+		return fmt.Errorf("--%s: %q is not a DNS-1123 label: %s", flag, value, strings.Join(errs, "; "))
 	}
 	return nil
 }

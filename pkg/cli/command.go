@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/fleetmirror/fleetmirror/pkg/version"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 )
@@ -35,7 +37,9 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Long:          "kubectl fleetmirror reports on sources of the fleetmirror member agent, computed with the agent's own\npipeline and options (read from its Deployment in --agent-namespace). It never writes.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.String("kubectl-fleetmirror"),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())

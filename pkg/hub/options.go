@@ -108,8 +108,14 @@ func (o *Options) Complete() error {
 	case o.ClusterProvider != ProviderKubeconfigDir && o.ClusterProvider != ProviderKubeconfigSecrets:
 		return fmt.Errorf("--cluster-provider must be %s or %s, not %q", ProviderKubeconfigSecrets, ProviderKubeconfigDir, o.ClusterProvider)
 	}
-	if o.ProbeInterval <= 0 || o.ProbeTimeout <= 0 {
-		return fmt.Errorf("--cluster-probe-interval and --cluster-probe-timeout must be positive")
+	if o.ProbeInterval <= 0 {
+		return fmt.Errorf("--cluster-probe-interval must be positive, got %s", o.ProbeInterval)
+	}
+	if o.ProbeTimeout <= 0 {
+		return fmt.Errorf("--cluster-probe-timeout must be positive, got %s", o.ProbeTimeout)
+	}
+	if o.RemoteCleanupTimeout < 0 {
+		return fmt.Errorf("--remote-cleanup-timeout must not be negative, got %s", o.RemoteCleanupTimeout)
 	}
 	return nil
 }

@@ -17,6 +17,10 @@ func TestOptionsRefuseMalformedPatterns(t *testing.T) {
 		{"--allowed-source-clusters=EU-*", `--allowed-source-clusters: pattern "EU-*" can never match a name`},
 		{"--excluded-namespaces=kube-[system", `--excluded-namespaces: bad pattern "kube-[system"`},
 		{"--cluster-secrets-namespace=capi-*", `--cluster-secrets-namespace: "capi-*" is not a namespace name`},
+		{"--cluster-probe-interval=0s", "--cluster-probe-interval must be positive, got 0s"},
+		{"--cluster-probe-timeout=-1s", "--cluster-probe-timeout must be positive, got -1s"},
+		{"--remote-cleanup-timeout=-1m", "--remote-cleanup-timeout must not be negative, got -1m0s"},
+		{"--cluster-name=Hub", `--cluster-name: "Hub" is not a DNS-1123 label`},
 	} {
 		if _, err := hub.ParseOptions(bad.flag); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: error %v, want %q", bad.flag, err, bad.want)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/version"
 )
 
 var (
@@ -87,10 +89,18 @@ var (
 		Name: "fleetmirror_mirrors",
 		Help: "Mirrors managed by this agent, by kind and target cluster.",
 	}, []string{"kind", "cluster"})
+
+	// BuildInfo is 1, labelled with the build that runs, so that a query
+	// can tell which versions a fleet runs and join them onto other series.
+	BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_build_info",
+		Help: "1, labelled with the version, the git revision and the Go version of the running binary.",
+	}, []string{"version", "revision", "goversion"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, ClusterUp, RegistrationErrors)
+	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, ClusterUp, RegistrationErrors, BuildInfo)
+	BuildInfo.WithLabelValues(version.Version, version.Revision, version.GoVersion).Set(1)
 }
 
 // maxPropagation caps observations: a longer figure means the agent was

@@ -148,9 +148,13 @@ func run(m *testing.M) (code int) {
 	return m.Run()
 }
 
-// buildBinaries builds fleetmirror-member and fleetmirror-hub into dir, with
-// the race detector when the tests run with it, so that races in the agents
-// fail the tests too.
+// e2eVersion is the version the binaries under test are stamped with, the
+// way a release stamps them (the Makefile's LDFLAGS).
+const e2eVersion = "v9.9.9"
+
+// buildBinaries builds fleetmirror-member and fleetmirror-hub into dir,
+// stamped with e2eVersion, with the race detector when the tests run with
+// it, so that races in the agents fail the tests too.
 func buildBinaries(dir string) (member, hub string, err error) {
 	root, err := fleettest.RepoRoot()
 	if err != nil {
@@ -158,7 +162,7 @@ func buildBinaries(dir string) (member, hub string, err error) {
 	}
 	build := func(name, pkg string) (string, error) {
 		out := filepath.Join(dir, name)
-		args := []string{"build", "-o", out}
+		args := []string{"build", "-o", out, "-ldflags", "-X github.com/fleetmirror/fleetmirror/pkg/version.Version=" + e2eVersion}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

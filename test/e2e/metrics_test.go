@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -381,4 +382,17 @@ func readMetricsDoc(t *testing.T) []documentedMetric {
 		t.Fatal("docs/metrics.md documents no metric")
 	}
 	return out
+}
+
+// Every running agent exports fleetmirror_build_info with the version it
+// was stamped with, so that a fleet's dashboards show the versions it runs.
+func TestBuildInfo(t *testing.T) {
+	g := NewWithT(t)
+	for _, a := range []*agent{hubAgent, members[memA.Name]} {
+		families, err := a.scrape()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(sample(families, "fleetmirror_build_info", "version", e2eVersion, "goversion", runtime.Version())).
+			To(Equal(1.0), "fleetmirror_build_info of %s", a.name)
+		g.Expect(families["fleetmirror_build_info"].GetMetric()).To(HaveLen(1), "series of fleetmirror_build_info of %s", a.name)
+	}
 }
