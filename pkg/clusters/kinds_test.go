@@ -34,18 +34,32 @@ func refusedAddress(t *testing.T) string {
 	return addr
 }
 
-// A cluster that cannot answer the lazy probes decides nothing: it makes
-// no kind watched in a healthy cluster, and it stops no watch there either.
-func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
+// apiServer starts an API server for one test, stopped when it ends; the
+// context ends first.
+func apiServer(t *testing.T) (*fleettest.Fleet, context.Context) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts an API server")
 	}
-	g := NewWithT(t)
 	fleet, err := fleettest.Start("")
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(fleet.Stop()).To(Succeed()) }()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fleet.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
+	return fleet, ctx
+}
+
+// A cluster that cannot answer the lazy probes decides nothing: it makes
+// no kind watched in a healthy cluster, and it stops no watch there either.
+func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
+	g := NewWithT(t)
+	fleet, ctx := apiServer(t)
 
 	opts := clusters.Options{ManagedBy: annotations.ManagedByMember, Handler: ignoreEvents{}}
 	opts.Name = "healthy"
@@ -94,15 +108,8 @@ func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
 // random order before the allowed one, a pass that gave up on the cluster
 // at the first refusal would leave ConfigMaps unwatched almost every time.
 func TestKindsForbiddenKindIsSkipped(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
 	g := NewWithT(t)
-	fleet, err := fleettest.Start("")
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(fleet.Stop()).To(Succeed()) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	fleet, ctx := apiServer(t)
 
 	// An identity that may use namespaces and ConfigMaps only.
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "configmaps-only"}, Rules: []rbacv1.PolicyRule{
