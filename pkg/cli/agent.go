@@ -3,11 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -98,7 +96,7 @@ func LoadAgent(ctx context.Context, kube kubernetes.Interface, namespace string)
 func AgentFrom(deployments []appsv1.Deployment) (Agent, error) {
 	for i := range deployments {
 		d := &deployments[i]
-		c := memberContainer(d)
+		c := container(d, memberBinary)
 		if c == nil {
 			continue
 		}
@@ -117,20 +115,4 @@ func AgentFrom(deployments []appsv1.Deployment) (Agent, error) {
 	}
 	o, err := member.ParseOptions()
 	return Agent{Options: o}, err
-}
-
-// memberContainer returns the container of d that runs the member agent:
-// the one whose command is its binary, or the first one of a Deployment
-// labelled as the member chart.
-func memberContainer(d *appsv1.Deployment) *corev1.Container {
-	cs := d.Spec.Template.Spec.Containers
-	for i := range cs {
-		if len(cs[i].Command) > 0 && path.Base(cs[i].Command[0]) == memberBinary {
-			return &cs[i]
-		}
-	}
-	if d.Labels["app.kubernetes.io/name"] == memberBinary && len(cs) > 0 {
-		return &cs[0]
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fleetmirror/fleetmirror/pkg/version"
 )
@@ -24,7 +25,9 @@ const DefaultAgentNamespace = "fleetmirror-system"
 type options struct {
 	config         *genericclioptions.ConfigFlags
 	agentNamespace string
-	streams        genericiooptions.IOStreams
+	// hubContext and hubNamespace locate the hub (--hub-context).
+	hubContext, hubNamespace string
+	streams                  genericiooptions.IOStreams
 }
 
 // NewCommand returns the kubectl-fleetmirror command with its subcommands
@@ -44,6 +47,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.agentNamespace, "agent-namespace", DefaultAgentNamespace, "Namespace of the member agent's Deployment, whose arguments give the policy")
+	root.PersistentFlags().StringVar(&o.hubContext, "hub-context", "", "Context (in the same kubeconfig) of the hub's cluster: CLUSTER/NS entries are then resolved as the hub does, one row per target, from the hub's Deployment options and registration Secrets")
+	root.PersistentFlags().StringVar(&o.hubNamespace, "hub-namespace", DefaultAgentNamespace, "Namespace of the hub's Deployment in the hub's cluster, with --hub-context")
 	root.AddCommand(o.statusCommand(), o.whyCommand(), o.listCommand())
 	return root
 }
@@ -70,7 +75,21 @@ func (o *options) client(ctx context.Context) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{Dynamic: dyn, Kube: kube, Mapper: mapper, Agent: a, Now: time.Now}, nil
+	c := &Client{Dynamic: dyn, Kube: kube, Mapper: mapper, Agent: a, Now: time.Now}
+	if o.hubContext != "" {
+		raw, err := o.config.ToRawKubeConfigLoader().RawConfig()
+		if err != nil {
+			return nil, err
+		}
+		hubCfg, err := clientcmd.NewNonInteractiveClientConfig(raw, o.hubContext, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--hub-context %s: %w", o.hubContext, err)
+		}
+		if c.Hub, err = LoadHub(ctx, hubCfg, o.hubNamespace); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // namespace is the namespace of -n, or of the kubeconfig's context.

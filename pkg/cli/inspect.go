@@ -19,6 +19,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/hub"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
@@ -117,6 +118,9 @@ type Client struct {
 	Kube    kubernetes.Interface
 	Mapper  meta.RESTMapper
 	Agent   Agent
+	// Hub, when set (--hub-context), resolves the CLUSTER/NS entries as
+	// the hub does, one row per target cluster and namespace.
+	Hub *Hub
 	// Now is the current time, for Pending.
 	Now func() time.Time
 }
@@ -206,7 +210,7 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		targets.Fleet{Clusters: []targets.Cluster{{Name: o.ClusterName, State: targets.Ready, KindSynced: true, Namespaces: nss.list}}},
 		c.Agent.Policy(), targets.Scope{Explain: true})
 	for _, t := range out.Targets {
-		row, err := c.target(ctx, mapping, src, req, t)
+		row, err := c.target(ctx, c.Dynamic, mapping, src, req, t, writer{annotations.ManagedByMember, member.FieldManager})
 		if err != nil {
 			return nil, err
 		}
@@ -219,25 +223,89 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 	for _, d := range out.Decisions {
 		r.Targets = append(r.Targets, Target{Cluster: d.Cluster, Namespace: d.Namespace, State: Excluded, Reason: string(d.Reason) + ": " + d.Message})
 	}
+	if c.Hub != nil && len(req.Remote) > 0 {
+		rows, err := c.remoteTargets(ctx, mapping, src, req)
+		if err != nil {
+			return nil, err
+		}
+		r.Targets = append(r.Targets, rows...)
+	}
 	slices.SortStableFunc(r.Targets, func(a, b Target) int {
 		return strings.Compare(a.Cluster+"/"+a.Namespace, b.Cluster+"/"+b.Namespace)
 	})
 	return r, nil
 }
 
-// target decides the state of one target as the agent's apply stage would:
-// desired.Build the mirror, read what is there, check ownership and
-// apply.InSync.
-func (c *Client) target(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request, t targets.Target) (Target, error) {
+// writer is whose mirror a target should hold: the member agent's or the
+// hub's.
+type writer struct{ managedBy, fieldManager string }
+
+// remoteTargets resolves the CLUSTER/NS entries over the hub's fleet with
+// the hub's policy, as the hub does, and decides each target's state with
+// the hub's identity. Clusters that do not answer are Unreachable.
+func (c *Client) remoteTargets(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request) ([]Target, error) {
+	ho := c.Hub.Options
+	snap := targets.Fleet{}
+	byName := map[string]*RemoteCluster{}
+	for i := range c.Hub.Clusters {
+		rc := &c.Hub.Clusters[i]
+		byName[rc.Name] = rc
+		tc := targets.Cluster{Name: rc.Name, Labels: rc.Labels, State: targets.Ready, KindSynced: true, Namespaces: rc.Namespaces,
+			Excluded: rc.Excluded, ExcludedBecause: rc.ExcludedBecause}
+		if rc.Err != nil {
+			tc.State = targets.Unreachable
+		}
+		snap.Clusters = append(snap.Clusters, tc)
+	}
+	slices.SortFunc(snap.Clusters, func(a, b targets.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	out := targets.Plan(req, targets.Source{Cluster: c.Agent.Options.ClusterName, Namespace: src.GetNamespace()}, snap,
+		targets.Policy{Included: ho.IncludedNamespaces, Excluded: ho.ExcludedNamespaces, MaxTargets: ho.MaxTargets},
+		targets.Scope{Remote: true, AllowedSourceClusters: ho.AllowedSourceClusters, AllowedSourceNamespaces: ho.AllowedSourceNamespaces, Explain: true})
+	var rows []Target
+	for _, t := range out.Targets {
+		rc := byName[t.Cluster]
+		m, err := rc.Mapper.RESTMapping(mapping.GroupVersionKind.GroupKind(), mapping.GroupVersionKind.Version)
+		if err != nil {
+			rows = append(rows, Target{Cluster: t.Cluster, Namespace: t.Namespace, State: Missing,
+				Reason: "the cluster does not serve " + mapping.GroupVersionKind.String() + ": " + err.Error()})
+			continue
+		}
+		row, err := c.target(ctx, rc.Dynamic, m, src, req, t, writer{annotations.ManagedByHub, hub.FieldManager})
+		if err != nil {
+			row = Target{Cluster: t.Cluster, Namespace: t.Namespace, State: Unreachable, Reason: "reading the target failed: " + err.Error()}
+		}
+		rows = append(rows, row)
+	}
+	for _, d := range out.Decisions {
+		state := Excluded
+		switch d.Reason {
+		case targets.ClusterUnreachable:
+			state = Unreachable
+		case targets.ClusterPending:
+			state = Pending
+		}
+		msg := d.Message
+		if rc := byName[d.Cluster]; state == Unreachable && rc != nil && rc.Err != nil {
+			msg += " (" + rc.Err.Error() + ")"
+		}
+		rows = append(rows, Target{Cluster: d.Cluster, Namespace: d.Namespace, State: state, Reason: string(d.Reason) + ": " + msg})
+	}
+	return rows, nil
+}
+
+// target decides the state of one target as the writer's apply stage would:
+// desired.Build the mirror, read what is there (with dyn, the target
+// cluster's client), check ownership and apply.InSync.
+func (c *Client) target(ctx context.Context, dyn dynamic.Interface, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request, t targets.Target, w writer) (Target, error) {
 	o := c.Agent.Options
 	row := Target{Cluster: t.Cluster, Namespace: t.Namespace}
 	want, _, err := desired.Build(src, desired.Target{Cluster: t.Cluster, Namespace: t.Namespace},
-		desired.Options{SourceCluster: o.ClusterName, ManagedBy: annotations.ManagedByMember, Strip: o.StripKeys}, req.Transform)
+		desired.Options{SourceCluster: o.ClusterName, ManagedBy: w.managedBy, Strip: o.StripKeys}, req.Transform)
 	if err != nil {
 		row.State, row.Reason = Missing, "the target gets no mirror: "+err.Error()
 		return row, nil
 	}
-	live, err := c.Dynamic.Resource(mapping.Resource).Namespace(t.Namespace).Get(ctx, want.GetName(), metav1.GetOptions{})
+	live, err := dyn.Resource(mapping.Resource).Namespace(t.Namespace).Get(ctx, want.GetName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		row.State, row.Reason = Missing, "no mirror exists; the agent creates it when it next reconciles the source"
@@ -246,7 +314,7 @@ func (c *Client) target(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		return row, err
 	}
 	ref := want.GetAnnotations()[annotations.AnnotationSource]
-	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), annotations.ManagedByMember, ref) {
+	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), w.managedBy, ref) {
 		ce := &apply.ConflictError{Namespace: live.GetNamespace(), Name: live.GetName()}
 		if desired.IsMirror(live.GetLabels()) {
 			ce.Owner = live.GetAnnotations()[annotations.AnnotationSource]
@@ -254,7 +322,7 @@ func (c *Client) target(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		row.State, row.Reason = Conflict, ce.Error()+"; the agent leaves it alone (delete or rename it to let the mirror in)"
 		return row, nil
 	}
-	if apply.InSync(live, want, member.FieldManager) {
+	if apply.InSync(live, want, w.fieldManager) {
 		row.State, row.Reason = InSync, "the mirror has the source's content"
 		return row, nil
 	}

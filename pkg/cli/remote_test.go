@@ -1,0 +1,147 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/cli"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+)
+
+// TestStatusRemote: with --hub-context, a source's CLUSTER/NS entries are
+// resolved as the hub resolves them, from the hub's registration Secrets:
+// one row per target, with the hub's identity deciding InSync, Missing and
+// Conflict, and a registered cluster that does not answer Unreachable.
+func TestStatusRemote(t *testing.T) {
+	if api == nil {
+		t.Skip("needs API servers")
+	}
+	g := NewWithT(t)
+	ctx := context.Background()
+	f, err := fleettest.Start("", "member-r")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(f.Stop()).To(Succeed()) })
+	hubC, memR := f.Hub, f.Cluster("member-r")
+
+	fleettest.CreateNamespaces(t, agentNS, nil, hubC, memR)
+	fleettest.CreateNamespaces(t, "shared", nil, hubC, memR)
+	fleettest.CreateNamespaces(t, "src", nil, memR)
+	// The member agent's Deployment says the source's cluster is member-r,
+	// the name the hub registers it under.
+	labels := map[string]string{"app.kubernetes.io/name": "fleetmirror-member"}
+	g.Expect(memR.Client.Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "fleetmirror-member", Labels: labels},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "member", Image: "fleetmirror:dev",
+				Command: []string{"/usr/local/bin/fleetmirror-member"}, Args: []string{"--cluster-name=member-r"}}}},
+		}},
+	})).To(Succeed())
+	// Registered with the hub: member-r, and a cluster nothing answers for.
+	g.Expect(fleettest.RegisterPlain(ctx, hubC.Client, agentNS, memR, nil, nil)).To(Succeed())
+	deadKC, err := memR.Kubeconfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	addr, err := fleettest.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	deadKC = []byte(strings.Replace(string(deadKC), memR.Config.Host, "https://"+addr, 1))
+	g.Expect(fleettest.RegisterPlain(ctx, hubC.Client, agentNS, &fleettest.Cluster{Name: "dead"}, deadKC, nil)).To(Succeed())
+
+	src := &corev1.Secret{ObjectMeta: fleettest.SourceMeta("src", "creds", "*/shared"), StringData: map[string]string{"k": "v"}}
+	g.Expect(memR.Client.Create(ctx, src)).To(Succeed())
+
+	// One kubeconfig, the member's context current, the hub's beside it.
+	kubeconfig := mergedKubeconfig(t, map[string]*fleettest.Cluster{"member-r": memR, "hub": hubC}, "member-r")
+	statusRemote := func() map[string]cli.Target {
+		var out, errOut bytes.Buffer
+		cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		cmd.SetArgs([]string{"status", "secret/creds", "-n", "src", "-o", "json", "--hub-context=hub", "--kubeconfig=" + kubeconfig})
+		g.Expect(cmd.ExecuteContext(ctx)).To(Succeed(), errOut.String())
+		var r cli.Report
+		g.Expect(json.Unmarshal(out.Bytes(), &r)).To(Succeed(), out.String())
+		rows := map[string]cli.Target{}
+		for _, tg := range r.Targets {
+			rows[tg.Cluster+"/"+tg.Namespace] = tg
+		}
+		return rows
+	}
+
+	// Nothing written yet: hub/shared is Missing (the source's own cluster
+	// is never a target of the hub), dead is Unreachable, and the hub's
+	// registration namespace is excluded in its own cluster.
+	rows := statusRemote()
+	g.Expect(rows).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.Missing)))
+	g.Expect(rows).NotTo(HaveKey("member-r/shared"))
+	g.Expect(rows).To(HaveKeyWithValue("dead/", HaveField("State", cli.Unreachable)))
+	g.Expect(rows["dead/"].Reason).To(ContainSubstring("ClusterUnreachable"))
+
+	// The hub's mirror, as the hub builds it: InSync.
+	live := &corev1.Secret{}
+	g.Expect(memR.Client.Get(ctx, client.ObjectKey{Namespace: "src", Name: "creds"}, live)).To(Succeed())
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	g.Expect(err).NotTo(HaveOccurred())
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion("v1")
+	u.SetKind("Secret")
+	want, _, err := desired.Build(u, desired.Target{Cluster: "hub", Namespace: "shared"},
+		desired.Options{SourceCluster: "member-r", ManagedBy: annotations.ManagedByHub}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(hubC.Client.Create(ctx, want)).To(Succeed())
+	g.Expect(statusRemote()).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.InSync)))
+
+	// Someone else's Secret of that name: Conflict, left alone.
+	g.Expect(hubC.Client.Delete(ctx, want)).To(Succeed())
+	g.Eventually(func() bool {
+		s, err := fleettest.Lookup(hubC, fleettest.Secret("shared", "creds"))
+		return err == nil && s == nil
+	}).Should(BeTrue(), "the deleted mirror is gone")
+	g.Expect(hubC.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "creds"}})).To(Succeed())
+	g.Expect(statusRemote()).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.Conflict)))
+}
+
+// mergedKubeconfig writes one kubeconfig file with a context per cluster,
+// named like the key, current being the current context.
+func mergedKubeconfig(t *testing.T, cs map[string]*fleettest.Cluster, current string) string {
+	t.Helper()
+	merged := clientcmdapi.NewConfig()
+	for name, c := range cs {
+		data, err := c.Kubeconfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err := clientcmd.Load(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := kc.Contexts[kc.CurrentContext]
+		merged.Clusters[name] = kc.Clusters[ctx.Cluster]
+		merged.AuthInfos[name] = kc.AuthInfos[ctx.AuthInfo]
+		merged.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	merged.CurrentContext = current
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*merged, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
