@@ -69,13 +69,17 @@ func TestStatusRemote(t *testing.T) {
 
 	// One kubeconfig, the member's context current, the hub's beside it.
 	kubeconfig := mergedKubeconfig(t, map[string]*fleettest.Cluster{"member-r": memR, "hub": hubC}, "member-r")
-	statusRemote := func() map[string]cli.Target {
+	plugin := func(args ...string) string {
 		var out, errOut bytes.Buffer
 		cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-		cmd.SetArgs([]string{"status", "secret/creds", "-n", "src", "-o", "json", "--hub-context=hub", "--kubeconfig=" + kubeconfig})
+		cmd.SetArgs(append(args, "--hub-context=hub", "--kubeconfig="+kubeconfig))
 		g.Expect(cmd.ExecuteContext(ctx)).To(Succeed(), errOut.String())
+		return out.String()
+	}
+	statusRemote := func() map[string]cli.Target {
+		out := plugin("status", "secret/creds", "-n", "src", "-o", "json")
 		var r cli.Report
-		g.Expect(json.Unmarshal(out.Bytes(), &r)).To(Succeed(), out.String())
+		g.Expect(json.Unmarshal([]byte(out), &r)).To(Succeed(), out)
 		rows := map[string]cli.Target{}
 		for _, tg := range r.Targets {
 			rows[tg.Cluster+"/"+tg.Namespace] = tg
@@ -91,6 +95,9 @@ func TestStatusRemote(t *testing.T) {
 	g.Expect(rows).NotTo(HaveKey("member-r/shared"))
 	g.Expect(rows).To(HaveKeyWithValue("dead/", HaveField("State", cli.Unreachable)))
 	g.Expect(rows["dead/"].Reason).To(ContainSubstring("ClusterUnreachable"))
+	g.Expect(plugin("why", "secret/creds", "-n", "src", "--in", "dead/shared")).To(
+		And(ContainSubstring("Unreachable"), ContainSubstring("registration Secret")))
+	g.Expect(plugin("why", "secret/creds", "-n", "src", "--in", "hub/shared")).To(ContainSubstring("Missing"))
 
 	// The hub's mirror, as the hub builds it: InSync.
 	live := &corev1.Secret{}
@@ -105,6 +112,7 @@ func TestStatusRemote(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(hubC.Client.Create(ctx, want)).To(Succeed())
 	g.Expect(statusRemote()).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.InSync)))
+	g.Expect(plugin("why", "secret/creds", "-n", "src", "--in", "hub/shared")).To(ContainSubstring("It is mirrored there"))
 
 	// Someone else's Secret of that name: Conflict, left alone.
 	g.Expect(hubC.Client.Delete(ctx, want)).To(Succeed())

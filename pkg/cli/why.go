@@ -22,7 +22,7 @@ type Answer struct {
 func (o *options) whyCommand() *cobra.Command {
 	var in string
 	cmd := &cobra.Command{
-		Use:   "why KIND/NAME [-n NAMESPACE] [--in NAMESPACE]",
+		Use:   "why KIND/NAME [-n NAMESPACE] [--in NAMESPACE | --in CLUSTER/NAMESPACE]",
 		Short: "Say why an object is not mirrored (into namespace --in), and how to fix it",
 		Example: `  kubectl fleetmirror why secret/db-credentials -n platform
   kubectl fleetmirror why secret/db-credentials -n platform --in team-a`,
@@ -43,7 +43,7 @@ func (o *options) whyCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&in, "in", "", "Target namespace to explain")
+	cmd.Flags().StringVar(&in, "in", "", "Target namespace to explain, or CLUSTER/NAMESPACE (with --hub-context)")
 	return cmd
 }
 
@@ -96,7 +96,7 @@ func explain(r *Report, agent Agent, in string) Answer {
 		}
 	case len(s.Entries) == 0 && len(s.RemoteEntries) > 0 && in == "":
 		return Answer{Cause: "Only remote entries: " + s.RemoteNote + "."}
-	case len(s.Entries) == 0:
+	case len(s.Entries) == 0 && len(s.RemoteEntries) == 0:
 		cause := fmt.Sprintf("Not mirrored: %s names no namespace.", annotations.AnnotationTargetNamespaces)
 		if len(s.Problems) > 0 {
 			cause += " " + strings.Join(s.Problems, "; ")
@@ -108,10 +108,26 @@ func explain(r *Report, agent Agent, in string) Answer {
 	return summary(r)
 }
 
-// explainIn says what happens to the source in namespace in.
+// explainIn says what happens to the source in namespace in: NS of the
+// source's own cluster, or CLUSTER/NS (rows of --hub-context). A decision
+// about a whole cluster (unreachable, not selected) answers for each of its
+// namespaces.
 func explainIn(r *Report, agent Agent, obj, in string) Answer {
+	cluster, ns, remote := strings.Cut(in, "/")
+	if !remote {
+		cluster, ns = agent.Options.ClusterName, in
+	}
+	var whole *Target
+	for i, t := range r.Targets {
+		if t.Cluster == cluster && t.Namespace == "" {
+			whole = &r.Targets[i]
+		}
+	}
+	if whole != nil {
+		r = &Report{Targets: []Target{{Cluster: cluster, Namespace: ns, State: whole.State, Reason: whole.Reason}}}
+	}
 	for _, t := range r.Targets {
-		if t.Namespace != in {
+		if t.Cluster != cluster || t.Namespace != ns {
 			continue
 		}
 		if t.State != Excluded {
@@ -157,6 +173,8 @@ func stateFix(s State, in string) string {
 		return fmt.Sprintf("delete or rename the object in %s that holds the name, if it is not needed", in)
 	case Missing, Drifted:
 		return "the agent corrects it when it next reconciles the source; if it does not, check that the agent runs and its Events on the source"
+	case Unreachable:
+		return "the hub cannot reach that cluster: check its registration Secret (credentials expire) and the network path from the hub (docs/runbooks.md, FleetmirrorClusterUnreachable)"
 	}
 	return ""
 }
