@@ -44,7 +44,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.agentNamespace, "agent-namespace", DefaultAgentNamespace, "Namespace of the member agent's Deployment, whose arguments give the policy")
-	root.AddCommand(o.statusCommand(), o.whyCommand(), o.listCommand())
+	root.AddCommand(o.statusCommand(), o.whyCommand(), o.listCommand(), o.registerCommand(), o.unregisterCommand())
 	return root
 }
 
