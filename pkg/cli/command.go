@@ -28,13 +28,14 @@ type options struct {
 }
 
 // NewCommand returns the kubectl-fleetmirror command with its subcommands
-// status, why and list, writing to streams.
+// status, why, list, register-cluster and unregister-cluster, writing to
+// streams.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
 	root := &cobra.Command{
 		Use:           "kubectl-fleetmirror",
 		Short:         "Explain what the fleetmirror member agent does with annotated objects",
-		Long:          "kubectl fleetmirror reports on sources of the fleetmirror member agent, computed with the agent's own\npipeline and options (read from its Deployment in --agent-namespace). It never writes.",
+		Long:          "kubectl fleetmirror reports on sources of the fleetmirror member agent, computed with the agent's own\npipeline and options (read from its Deployment in --agent-namespace). status, why and list never write;\nregister-cluster and unregister-cluster register member clusters with the hub.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.String("kubectl-fleetmirror"),

@@ -466,12 +466,16 @@ func (r *registerOptions) unregister(ctx context.Context, name string) error {
 			func() (metav1.Object, error) {
 				return member.RbacV1().ClusterRoles().Get(ctx, HubIdentity, metav1.GetOptions{})
 			},
-			func(uid types.UID) error { return member.RbacV1().ClusterRoles().Delete(ctx, HubIdentity, deleteUID(uid)) }},
+			func(uid types.UID) error {
+				return member.RbacV1().ClusterRoles().Delete(ctx, HubIdentity, deleteUID(uid))
+			}},
 		{"secret " + ns + "/" + HubTokenSecret,
 			func() (metav1.Object, error) {
 				return member.CoreV1().Secrets(ns).Get(ctx, HubTokenSecret, metav1.GetOptions{})
 			},
-			func(uid types.UID) error { return member.CoreV1().Secrets(ns).Delete(ctx, HubTokenSecret, deleteUID(uid)) }},
+			func(uid types.UID) error {
+				return member.CoreV1().Secrets(ns).Delete(ctx, HubTokenSecret, deleteUID(uid))
+			}},
 		{"serviceaccount " + ns + "/" + HubIdentity,
 			func() (metav1.Object, error) {
 				return member.CoreV1().ServiceAccounts(ns).Get(ctx, HubIdentity, metav1.GetOptions{})
