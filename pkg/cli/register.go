@@ -49,6 +49,9 @@ const (
 	DefaultResourceTypes = "Secret.v1,ConfigMap.v1"
 )
 
+// minTokenDuration is the shortest expiration a TokenRequest may ask for.
+const minTokenDuration = 10 * time.Minute
+
 // mirrorVerbs are the verbs the hub needs on every mirrored kind (the
 // member chart's fleetmirror.mirrorClusterRoles).
 var mirrorVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
@@ -233,8 +236,8 @@ func (r *registerOptions) register(ctx context.Context, name string) error {
 	if len(gvks) == 0 {
 		return errors.New("--resource-types: give at least one kind")
 	}
-	if r.tokenDuration < 0 {
-		return errors.New("--token-duration must not be negative")
+	if r.tokenDuration < 0 || (r.tokenDuration > 0 && r.tokenDuration < minTokenDuration) {
+		return fmt.Errorf("--token-duration %s: give 0 for a long-lived token, or at least %s (the API server's minimum)", r.tokenDuration, minTokenDuration)
 	}
 	memberCfg, err := r.contextConfig(r.memberContext)
 	if err != nil {
@@ -264,6 +267,19 @@ func (r *registerOptions) register(ctx context.Context, name string) error {
 	hub, err := kubernetes.NewForConfig(hubCfg)
 	if err != nil {
 		return err
+	}
+
+	// Before anything is written: one registration per name.
+	secretName := name + "-fleetmirror"
+	sel := labels.SelectorFromSet(labels.Set{annotations.LabelClusterName: name}).String()
+	existing, err := hub.CoreV1().Secrets(r.hubNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("hub Secrets: %w", err)
+	}
+	for _, s := range existing.Items {
+		if s.Name != secretName {
+			return fmt.Errorf("cluster %s is already registered on the hub by Secret %s/%s (the hub keeps the oldest); delete it first, e.g. with unregister-cluster", name, s.Namespace, s.Name)
+		}
 	}
 
 	// Kinds to resources by the member's discovery.
@@ -332,7 +348,6 @@ func (r *registerOptions) register(ctx context.Context, name string) error {
 	for k, v := range extra {
 		secretLabels[k] = v
 	}
-	secretName := name + "-fleetmirror"
 	if _, err := hub.CoreV1().Secrets(r.hubNamespace).Apply(ctx,
 		corev1ac.Secret(secretName, r.hubNamespace).WithLabels(secretLabels).WithType(corev1.SecretTypeOpaque).
 			WithData(map[string][]byte{"value": kc}), apply); err != nil {

@@ -192,11 +192,19 @@ func TestRegisterClusterRefuses(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("clusterrole fleetmirror-hub kept"))
 	g.Expect(member.Get(ctx, client.ObjectKey{Name: cli.HubIdentity}, &rbacv1.ClusterRole{})).To(Succeed())
 
+	// Another Secret registering the same name: refused, not duplicated.
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "by-hand",
+		Labels: map[string]string{annotations.LabelClusterName: "member-y"}}}
+	g.Expect(f.Hub.Client.Create(ctx, other)).To(Succeed())
+	out, err = runWith(kubeconfig, "register-cluster", "member-y", "--member-context=member", "--token-duration=1h")
+	g.Expect(err).To(MatchError(ContainSubstring("already registered on the hub by Secret fleetmirror-system/by-hand")), out)
+
 	for _, bad := range [][]string{
 		{"register-cluster", "member-x"}, // no --member-context
 		{"register-cluster", "member-x", "--member-context=nope"},
 		{"register-cluster", "member-x", "--member-context=member", "--label=novalue"},
 		{"register-cluster", "member-x", "--member-context=member", "--resource-types=Nothing.v1"},
+		{"register-cluster", "member-x", "--member-context=member", "--token-duration=1m"},
 		{"unregister-cluster", "-bad-"},
 	} {
 		out, err := runWith(kubeconfig, bad...)
