@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,7 +56,16 @@ func twoClusters(t *testing.T) (*fleettest.Fleet, string) {
 		merged.Contexts[ctxName] = &clientcmdapi.Context{Cluster: ctxName, AuthInfo: ctxName}
 	}
 	merged.CurrentContext = "hub"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
+	// The member's CA as a file, as many kubeconfigs have it: the command
+	// must embed its contents.
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "member-ca.crt")
+	if err := os.WriteFile(caFile, merged.Clusters["member"].CertificateAuthorityData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	merged.Clusters["member"].CertificateAuthority = caFile
+	merged.Clusters["member"].CertificateAuthorityData = nil
+	path := filepath.Join(dir, "kubeconfig")
 	if err := clientcmd.WriteToFile(*merged, path); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +120,7 @@ func TestRegisterCluster(t *testing.T) {
 	g.Expect(auth.TokenFile).To(BeEmpty())
 	g.Expect(auth.Token).NotTo(BeEmpty())
 	g.Expect(cluster.CertificateAuthority).To(BeEmpty())
-	g.Expect(cluster.CertificateAuthorityData).NotTo(BeEmpty())
+	g.Expect(cluster.CertificateAuthorityData).To(Equal(f.Cluster("member-x").Config.CAData))
 	g.Expect(cluster.Server).To(Equal(f.Cluster("member-x").Config.Host))
 
 	// It works, with exactly the hub's rights.
