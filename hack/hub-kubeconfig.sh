@@ -3,6 +3,8 @@
 # fleetmirror hub, built from the hub identity the member chart creates
 # (hubAccess.enabled=true): the long-lived token of its ServiceAccount and the
 # member's CA. No admin kubeconfig leaves the member.
+# `kubectl fleetmirror register-cluster` (docs/cli.md) does all of this, and
+# creates the hub identity, in one command.
 #
 #   hack/hub-kubeconfig.sh --cluster-name member-1 \
 #     --namespace fleetmirror-system --secret fleetmirror-member-hub-token \
