@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -117,13 +115,7 @@ func startAgent(t *testing.T) (stop func()) {
 
 // run runs the plugin with args against the test API server and returns
 // what it printed.
-func run(args ...string) (string, error) {
-	var out, errOut bytes.Buffer
-	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	cmd.SetArgs(append(args, "--kubeconfig="+kubeconfig))
-	err := cmd.ExecuteContext(context.Background())
-	return out.String() + errOut.String(), err
-}
+func run(args ...string) (string, error) { return runWith(kubeconfig, args...) }
 
 // status runs status -o json and decodes it.
 func status(g Gomega, ns, obj string) cli.Report {

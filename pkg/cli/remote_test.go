@@ -1,11 +1,8 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,9 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -36,15 +30,13 @@ func TestStatusRemote(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := context.Background()
-	f, err := fleettest.Start("", "member-r")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(f.Stop()).To(Succeed()) })
-	hubC, memR := f.Hub, f.Cluster("member-r")
+	f, kubeconfig := twoClusters(t)
+	hubC, memR := f.Hub, f.Cluster("member-x")
 
 	fleettest.CreateNamespaces(t, agentNS, nil, hubC, memR)
 	fleettest.CreateNamespaces(t, "shared", nil, hubC, memR)
 	fleettest.CreateNamespaces(t, "src", nil, memR)
-	// The member agent's Deployment says the source's cluster is member-r,
+	// The member agent's Deployment says the source's cluster is member-x,
 	// the name the hub registers it under.
 	labels := map[string]string{"app.kubernetes.io/name": "fleetmirror-member"}
 	g.Expect(memR.Client.Create(ctx, &appsv1.Deployment{
@@ -52,10 +44,10 @@ func TestStatusRemote(t *testing.T) {
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: labels},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "member", Image: "fleetmirror:dev",
-				Command: []string{"/usr/local/bin/fleetmirror-member"}, Args: []string{"--cluster-name=member-r"}}}},
+				Command: []string{"/usr/local/bin/fleetmirror-member"}, Args: []string{"--cluster-name=member-x"}}}},
 		}},
 	})).To(Succeed())
-	// Registered with the hub: member-r, and a cluster nothing answers for.
+	// Registered with the hub: member-x, and a cluster nothing answers for.
 	g.Expect(fleettest.RegisterPlain(ctx, hubC.Client, agentNS, memR, nil, nil)).To(Succeed())
 	deadKC, err := memR.Kubeconfig()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -67,14 +59,11 @@ func TestStatusRemote(t *testing.T) {
 	src := &corev1.Secret{ObjectMeta: fleettest.SourceMeta("src", "creds", "*/shared"), StringData: map[string]string{"k": "v"}}
 	g.Expect(memR.Client.Create(ctx, src)).To(Succeed())
 
-	// One kubeconfig, the member's context current, the hub's beside it.
-	kubeconfig := mergedKubeconfig(t, map[string]*fleettest.Cluster{"member-r": memR, "hub": hubC}, "member-r")
+	// The member's context, with the hub's beside it.
 	plugin := func(args ...string) string {
-		var out, errOut bytes.Buffer
-		cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-		cmd.SetArgs(append(args, "--hub-context=hub", "--kubeconfig="+kubeconfig))
-		g.Expect(cmd.ExecuteContext(ctx)).To(Succeed(), errOut.String())
-		return out.String()
+		out, err := runWith(kubeconfig, append(args, "--context=member", "--hub-context=hub")...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		return out
 	}
 	statusRemote := func() map[string]cli.Target {
 		out := plugin("status", "secret/creds", "-n", "src", "-o", "json")
@@ -92,7 +81,7 @@ func TestStatusRemote(t *testing.T) {
 	// registration namespace is excluded in its own cluster.
 	rows := statusRemote()
 	g.Expect(rows).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.Missing)))
-	g.Expect(rows).NotTo(HaveKey("member-r/shared"))
+	g.Expect(rows).NotTo(HaveKey("member-x/shared"))
 	g.Expect(rows).To(HaveKeyWithValue("dead/", HaveField("State", cli.Unreachable)))
 	g.Expect(rows["dead/"].Reason).To(ContainSubstring("ClusterUnreachable"))
 	g.Expect(plugin("why", "secret/creds", "-n", "src", "--in", "dead/shared")).To(
@@ -108,7 +97,7 @@ func TestStatusRemote(t *testing.T) {
 	u.SetAPIVersion("v1")
 	u.SetKind("Secret")
 	want, _, err := desired.Build(u, desired.Target{Cluster: "hub", Namespace: "shared"},
-		desired.Options{SourceCluster: "member-r", ManagedBy: annotations.ManagedByHub}, nil)
+		desired.Options{SourceCluster: "member-x", ManagedBy: annotations.ManagedByHub}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(hubC.Client.Create(ctx, want)).To(Succeed())
 	g.Expect(statusRemote()).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.InSync)))
@@ -122,34 +111,4 @@ func TestStatusRemote(t *testing.T) {
 	}).Should(BeTrue(), "the deleted mirror is gone")
 	g.Expect(hubC.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "creds"}})).To(Succeed())
 	g.Expect(statusRemote()).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.Conflict)))
-}
-
-// mergedKubeconfig writes one kubeconfig file with a context per cluster,
-// named like the key, current being the current context.
-func mergedKubeconfig(t *testing.T, cs map[string]*fleettest.Cluster, current string) string {
-	t.Helper()
-	merged := clientcmdapi.NewConfig()
-	for name, c := range cs {
-		data, err := c.Kubeconfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		kc, err := clientcmd.Load(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := kc.Contexts[kc.CurrentContext]
-		merged.Clusters[name] = kc.Clusters[ctx.Cluster]
-		merged.AuthInfos[name] = kc.AuthInfos[ctx.AuthInfo]
-		merged.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	}
-	merged.CurrentContext = current
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*merged, path); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
