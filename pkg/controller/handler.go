@@ -86,9 +86,7 @@ func (e *eventSource) Namespace(cluster string, _ *metav1.PartialObjectMetadata)
 func (e *eventSource) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
 	for _, other := range e.fleet.Clusters() {
 		if other == c || e.crossCluster {
-			for _, s := range other.Sources(gvk) {
-				e.add(Key{Cluster: other.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
-			}
+			e.enqueueKind(other, gvk)
 		}
 	}
 	for _, m := range c.AllMirrors(gvk) {
@@ -133,9 +131,14 @@ func (e *eventSource) clusterGone(name string) {
 
 func (e *eventSource) enqueueSources(c *clusters.Cluster) {
 	for _, gvk := range c.Watched() {
-		for _, s := range c.Sources(gvk) {
-			e.add(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
-		}
+		e.enqueueKind(c, gvk)
+	}
+}
+
+// enqueueKind enqueues the sources of kind gvk in c.
+func (e *eventSource) enqueueKind(c *clusters.Cluster, gvk schema.GroupVersionKind) {
+	for _, s := range c.Sources(gvk) {
+		e.add(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
 	}
 }
 
@@ -178,9 +181,7 @@ func (e *eventSource) sweep(c *clusters.Cluster) {
 		if synced, _ := c.KindSynced(gvk); !synced {
 			continue
 		}
-		for _, s := range c.Sources(gvk) {
-			e.add(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
-		}
+		e.enqueueKind(c, gvk)
 		for _, m := range c.AllMirrors(gvk) {
 			e.enqueueSourceOf(gvk, m)
 		}
