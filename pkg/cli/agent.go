@@ -100,14 +100,7 @@ func AgentFrom(deployments []appsv1.Deployment) (Agent, error) {
 		if c == nil {
 			continue
 		}
-		// POD_NAMESPACE is the Deployment's namespace in the chart; the
-		// container's own --namespace, when given, comes later and wins.
-		args := []string{"--namespace=" + d.Namespace}
-		if len(c.Command) > 1 {
-			args = append(args, c.Command[1:]...)
-		}
-		args = append(args, c.Args...)
-		o, err := member.ParseOptions(args...)
+		o, err := member.ParseOptions(containerArgs(d, c)...)
 		if err != nil {
 			return Agent{}, fmt.Errorf("parsing the arguments of Deployment %s/%s: %w", d.Namespace, d.Name, err)
 		}

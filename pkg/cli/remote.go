@@ -98,8 +98,7 @@ func hubFrom(deployments []appsv1.Deployment, namespace string) (*Hub, error) {
 		if c == nil {
 			continue
 		}
-		args := append([]string{"--namespace=" + d.Namespace}, append(c.Command[min(len(c.Command), 1):], c.Args...)...)
-		o, err := hub.ParseOptions(args...)
+		o, err := hub.ParseOptions(containerArgs(d, c)...)
 		if err != nil {
 			return nil, fmt.Errorf("parsing the arguments of Deployment %s/%s: %w", d.Namespace, d.Name, err)
 		}
@@ -181,6 +180,17 @@ func connect(ctx context.Context, s fleet.Spec) RemoteCluster {
 		rc.Namespaces = append(rc.Namespaces, targets.Namespace{Name: ns.Name, Labels: ns.Labels, Terminating: ns.DeletionTimestamp != nil})
 	}
 	return rc
+}
+
+// containerArgs are the arguments the agent in container c of d runs with.
+// POD_NAMESPACE is the Deployment's namespace in the charts; the
+// container's own --namespace, when given, comes later and wins.
+func containerArgs(d *appsv1.Deployment, c *corev1.Container) []string {
+	args := []string{"--namespace=" + d.Namespace}
+	if len(c.Command) > 1 {
+		args = append(args, c.Command[1:]...)
+	}
+	return append(args, c.Args...)
 }
 
 // container returns the container of d that runs binary: the one whose
