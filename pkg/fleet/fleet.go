@@ -204,11 +204,15 @@ func (f *Fleet) Engage(ctx context.Context, s Spec) error {
 	if err != nil {
 		return err
 	}
+	// The connection's own context exists before anyone can find the
+	// connection: Run's shutdown and a disengagement stop it through it.
+	runCtx, cancel := context.WithCancel(parent)
+	c.cancel = cancel
 	f.mu.Lock()
 	f.conns[s.Name] = c
 	f.mu.Unlock()
 	f.setSize()
-	f.start(parent, c)
+	f.start(runCtx, c)
 	// AfterFunc rather than a goroutine waiting on ctx: nothing runs, or
 	// is held, per cluster until its engagement ends.
 	context.AfterFunc(ctx, func() {
@@ -272,12 +276,11 @@ func (c *connection) pokeProbe() {
 	}
 }
 
-// start connects to a cluster in the background: it waits until the API
+// start connects to a cluster in the background, until ctx (the
+// connection's own) ends: it waits until the API
 // server answers, starts the watches, and probes its health until the
 // connection is stopped.
-func (f *Fleet) start(parent context.Context, c *connection) {
-	ctx, cancel := context.WithCancel(parent)
-	c.cancel = cancel
+func (f *Fleet) start(ctx context.Context, c *connection) {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.spec.Name)
 	var stopRecorder func()
 	if c.events == nil {
