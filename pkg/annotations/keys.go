@@ -18,12 +18,33 @@ const (
 	// AnnotationTargetClusterSelector is a label selector over registered
 	// clusters that limits where qualified (CLUSTER/NS) entries reach.
 	AnnotationTargetClusterSelector = Prefix + "target-cluster-selector"
+	// AnnotationTargetNamespaceSelector is a label selector over namespace
+	// labels; the namespaces it selects are targets too, under the same
+	// consent rules as AnnotationTargetNamespaces entries.
+	AnnotationTargetNamespaceSelector = Prefix + "target-namespace-selector"
+	// AnnotationAllowPullInto lists the namespace patterns (CLUSTER/NS
+	// patterns through the hub) whose pull mirrors may copy this source.
+	AnnotationAllowPullInto = Prefix + "allow-pull-into"
+	// AnnotationAdopt lists the peer tools (reflector, replicator,
+	// kubemirror) whose proven copies of this source are adopted as mirrors.
+	AnnotationAdopt = Prefix + "adopt"
 	// AnnotationTransform holds YAML rules that change each mirror.
 	AnnotationTransform = Prefix + "transform"
 	// AnnotationTransformStrict "true" skips a target whose rules fail.
 	AnnotationTransformStrict = Prefix + "transform-strict"
 	// AnnotationStatus is written by the agent: a one-line summary for people.
 	AnnotationStatus = Prefix + "status"
+)
+
+// Labels and annotations on a pull mirror: an object its namespace's owner
+// created, which asks for the content of a source.
+const (
+	// LabelPull must be "true" on every pull mirror. Watches of pull mirrors
+	// select on it server side, like sources on LabelEnabled.
+	LabelPull = Prefix + "pull"
+	// AnnotationMirrorFrom names the source: NS/NAME, or CLUSTER/NS/NAME
+	// through the hub.
+	AnnotationMirrorFrom = Prefix + "mirror-from"
 )
 
 // Labels on a namespace.

@@ -15,6 +15,11 @@ var sourceKeys = []string{
 	annotations.AnnotationTargetNamespaces,
 	annotations.AnnotationMaxTargets,
 	annotations.AnnotationTargetClusterSelector,
+	annotations.AnnotationTargetNamespaceSelector,
+	annotations.AnnotationAllowPullInto,
+	annotations.AnnotationAdopt,
+	annotations.LabelPull,
+	annotations.AnnotationMirrorFrom,
 	annotations.AnnotationTransform,
 	annotations.AnnotationTransformStrict,
 }
