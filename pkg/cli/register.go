@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -66,6 +67,7 @@ type registerOptions struct {
 	server          string
 	tokenDuration   time.Duration
 	tokenTimeout    time.Duration
+	tokenSecret     string
 	labels          []string
 }
 
@@ -81,9 +83,14 @@ gets a token for it, and writes on the hub (--hub-context, default the current c
 Secret NAME-fleetmirror labelled fleetmirror.io/cluster-name=NAME whose key "value" holds a
 self-contained kubeconfig (server, embedded CA, token). Objects are server-side applied with
 field manager ` + FieldManager + `, so running it again updates them. No admin credential
-leaves the member.`,
+leaves the member.
+
+With --token-secret, the hub's identity already exists in the member (the member chart's
+hubAccess creates one): register-cluster writes nothing to the member, reads the token of that
+service-account-token Secret in --member-namespace, and writes only the hub's Secret.`,
 		Example: `  kubectl fleetmirror register-cluster member-1 --member-context kind-member-1 --hub-context kind-hub
-  kubectl fleetmirror register-cluster member-1 --member-context kind-member-1 --token-duration 720h --label env=prod`,
+  kubectl fleetmirror register-cluster member-1 --member-context kind-member-1 --token-duration 720h --label env=prod
+  kubectl fleetmirror register-cluster member-1 --member-context kind-member-1 --token-secret fleetmirror-member-hub-token`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return r.register(cmd.Context(), args[0])
@@ -98,6 +105,7 @@ leaves the member.`,
 	f.StringVar(&r.server, "server", "", "API server URL the hub uses to reach the member (default: the member context's server)")
 	f.DurationVar(&r.tokenDuration, "token-duration", 0, "0: a long-lived token Secret filled in by the member's token controller; >0: a short-lived token (TokenRequest) expiring after this duration, to be renewed by running register-cluster again")
 	f.DurationVar(&r.tokenTimeout, "token-timeout", time.Minute, "How long to wait for the token controller to fill the long-lived token Secret")
+	f.StringVar(&r.tokenSecret, "token-secret", "", "Use the token of this existing service-account-token Secret in --member-namespace (the member chart's hubAccess identity, <release>-hub-token) instead of creating the hub's identity; nothing is written to the member")
 	f.StringArrayVar(&r.labels, "label", nil, "Extra label KEY=VALUE of the hub's Secret, for target cluster selectors (repeatable)")
 	_ = cmd.MarkFlagRequired("member-context")
 	return cmd
@@ -239,6 +247,9 @@ func (r *registerOptions) register(ctx context.Context, name string) error {
 	if r.tokenDuration < 0 || (r.tokenDuration > 0 && r.tokenDuration < minTokenDuration) {
 		return fmt.Errorf("--token-duration %s: give 0 for a long-lived token, or at least %s (the API server's minimum)", r.tokenDuration, minTokenDuration)
 	}
+	if r.tokenSecret != "" && r.tokenDuration > 0 {
+		return errors.New("--token-secret and --token-duration exclude each other: the Secret's token is long-lived")
+	}
 	memberCfg, err := r.contextConfig(r.memberContext)
 	if err != nil {
 		return fmt.Errorf("member context: %w", err)
@@ -282,60 +293,12 @@ func (r *registerOptions) register(ctx context.Context, name string) error {
 		}
 	}
 
-	// Kinds to resources by the member's discovery.
-	groups, err := restmapper.GetAPIGroupResources(member.Discovery())
-	if err != nil {
-		return fmt.Errorf("member discovery: %w", err)
+	var token string
+	if r.tokenSecret != "" {
+		token, err = r.existingToken(ctx, member)
+	} else {
+		token, err = r.createIdentity(ctx, member, gvks)
 	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	mappings := make([]*meta.RESTMapping, 0, len(gvks))
-	for _, gvk := range gvks {
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return fmt.Errorf("--resource-types: the member has no kind %s: %w", gvk, err)
-		}
-		mappings = append(mappings, m)
-	}
-
-	out := r.streams.Out
-	ns := r.memberNamespace
-	if err := ensureNamespace(ctx, member, ns, out); err != nil {
-		return err
-	}
-	sa, err := member.CoreV1().ServiceAccounts(ns).Get(ctx, HubIdentity, metav1.GetOptions{})
-	if err := ownedOrAbsent(sa, err, "member ServiceAccount "+ns+"/"+HubIdentity); err != nil {
-		return err
-	}
-	cr, err := member.RbacV1().ClusterRoles().Get(ctx, HubIdentity, metav1.GetOptions{})
-	if err := ownedOrAbsent(cr, err, "member ClusterRole "+HubIdentity); err != nil {
-		return err
-	}
-	crb, err := member.RbacV1().ClusterRoleBindings().Get(ctx, HubIdentity, metav1.GetOptions{})
-	if err := ownedOrAbsent(crb, err, "member ClusterRoleBinding "+HubIdentity); err != nil {
-		return err
-	}
-
-	ours := map[string]string{LabelManagedBy: ManagedByValue}
-	apply := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	if _, err := member.CoreV1().ServiceAccounts(ns).Apply(ctx,
-		corev1ac.ServiceAccount(HubIdentity, ns).WithLabels(ours).WithAutomountServiceAccountToken(false), apply); err != nil {
-		return fmt.Errorf("member ServiceAccount: %w", err)
-	}
-	_, _ = fmt.Fprintf(out, "member: serviceaccount %s/%s applied\n", ns, HubIdentity)
-	if _, err := member.RbacV1().ClusterRoles().Apply(ctx,
-		rbacv1ac.ClusterRole(HubIdentity).WithLabels(ours).WithRules(HubRules(mappings)...), apply); err != nil {
-		return fmt.Errorf("member ClusterRole: %w", err)
-	}
-	_, _ = fmt.Fprintf(out, "member: clusterrole %s applied\n", HubIdentity)
-	if _, err := member.RbacV1().ClusterRoleBindings().Apply(ctx,
-		rbacv1ac.ClusterRoleBinding(HubIdentity).WithLabels(ours).
-			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("ClusterRole").WithName(HubIdentity)).
-			WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(HubIdentity).WithNamespace(ns)), apply); err != nil {
-		return fmt.Errorf("member ClusterRoleBinding: %w", err)
-	}
-	_, _ = fmt.Fprintf(out, "member: clusterrolebinding %s applied\n", HubIdentity)
-
-	token, err := r.token(ctx, member, ours, apply)
 	if err != nil {
 		return err
 	}
@@ -348,13 +311,98 @@ func (r *registerOptions) register(ctx context.Context, name string) error {
 	for k, v := range extra {
 		secretLabels[k] = v
 	}
+	apply := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 	if _, err := hub.CoreV1().Secrets(r.hubNamespace).Apply(ctx,
 		corev1ac.Secret(secretName, r.hubNamespace).WithLabels(secretLabels).WithType(corev1.SecretTypeOpaque).
 			WithData(map[string][]byte{"value": kc}), apply); err != nil {
 		return fmt.Errorf("hub Secret: %w", err)
 	}
-	_, _ = fmt.Fprintf(out, "hub: secret %s/%s applied (cluster %s, server %s)\n", r.hubNamespace, secretName, name, server)
+	_, _ = fmt.Fprintf(r.streams.Out, "hub: secret %s/%s applied (cluster %s, server %s)\n", r.hubNamespace, secretName, name, server)
 	return nil
+}
+
+// createIdentity creates the hub's identity in the member (ServiceAccount,
+// ClusterRole with every verb on the kinds gvks, binding) and returns its token.
+// It refuses to take over objects of those names it did not create.
+func (r *registerOptions) createIdentity(ctx context.Context, member kubernetes.Interface, gvks []schema.GroupVersionKind) (string, error) {
+	// Kinds to resources by the member's discovery.
+	groups, err := restmapper.GetAPIGroupResources(member.Discovery())
+	if err != nil {
+		return "", fmt.Errorf("member discovery: %w", err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	mappings := make([]*meta.RESTMapping, 0, len(gvks))
+	for _, gvk := range gvks {
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return "", fmt.Errorf("--resource-types: the member has no kind %s: %w", gvk, err)
+		}
+		mappings = append(mappings, m)
+	}
+
+	out := r.streams.Out
+	ns := r.memberNamespace
+	if err := ensureNamespace(ctx, member, ns, out); err != nil {
+		return "", err
+	}
+	sa, err := member.CoreV1().ServiceAccounts(ns).Get(ctx, HubIdentity, metav1.GetOptions{})
+	if err := ownedOrAbsent(sa, err, "member ServiceAccount "+ns+"/"+HubIdentity); err != nil {
+		return "", err
+	}
+	cr, err := member.RbacV1().ClusterRoles().Get(ctx, HubIdentity, metav1.GetOptions{})
+	if err := ownedOrAbsent(cr, err, "member ClusterRole "+HubIdentity); err != nil {
+		return "", err
+	}
+	crb, err := member.RbacV1().ClusterRoleBindings().Get(ctx, HubIdentity, metav1.GetOptions{})
+	if err := ownedOrAbsent(crb, err, "member ClusterRoleBinding "+HubIdentity); err != nil {
+		return "", err
+	}
+
+	ours := map[string]string{LabelManagedBy: ManagedByValue}
+	apply := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	if _, err := member.CoreV1().ServiceAccounts(ns).Apply(ctx,
+		corev1ac.ServiceAccount(HubIdentity, ns).WithLabels(ours).WithAutomountServiceAccountToken(false), apply); err != nil {
+		return "", fmt.Errorf("member ServiceAccount: %w", err)
+	}
+	_, _ = fmt.Fprintf(out, "member: serviceaccount %s/%s applied\n", ns, HubIdentity)
+	if _, err := member.RbacV1().ClusterRoles().Apply(ctx,
+		rbacv1ac.ClusterRole(HubIdentity).WithLabels(ours).WithRules(HubRules(mappings)...), apply); err != nil {
+		return "", fmt.Errorf("member ClusterRole: %w", err)
+	}
+	_, _ = fmt.Fprintf(out, "member: clusterrole %s applied\n", HubIdentity)
+	if _, err := member.RbacV1().ClusterRoleBindings().Apply(ctx,
+		rbacv1ac.ClusterRoleBinding(HubIdentity).WithLabels(ours).
+			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("ClusterRole").WithName(HubIdentity)).
+			WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(HubIdentity).WithNamespace(ns)), apply); err != nil {
+		return "", fmt.Errorf("member ClusterRoleBinding: %w", err)
+	}
+	_, _ = fmt.Fprintf(out, "member: clusterrolebinding %s applied\n", HubIdentity)
+
+	return r.token(ctx, member, ours, apply)
+}
+
+// existingToken returns the token of --token-secret, an existing
+// service-account-token Secret in the member, waiting up to --token-timeout
+// for the member's token controller to fill it. It writes nothing.
+func (r *registerOptions) existingToken(ctx context.Context, member kubernetes.Interface) (string, error) {
+	ns, name := r.memberNamespace, r.tokenSecret
+	var token string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, r.tokenTimeout, true, func(ctx context.Context) (bool, error) {
+		s, err := member.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if s.Type != corev1.SecretTypeServiceAccountToken {
+			return false, fmt.Errorf("member Secret %s/%s has type %s, not %s", ns, name, s.Type, corev1.SecretTypeServiceAccountToken)
+		}
+		token = string(s.Data[corev1.ServiceAccountTokenKey])
+		return token != "", nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("--token-secret %s/%s: %w", ns, name, err)
+	}
+	_, _ = fmt.Fprintf(r.streams.Out, "member: token of secret %s/%s read\n", ns, name)
+	return token, nil
 }
 
 func ensureNamespace(ctx context.Context, c kubernetes.Interface, ns string, out io.Writer) error {

@@ -3,20 +3,22 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -40,22 +42,7 @@ func twoClusters(t *testing.T) (*fleettest.Fleet, string) {
 			t.Error(err)
 		}
 	})
-	merged := clientcmdapi.NewConfig()
-	for ctxName, c := range map[string]*fleettest.Cluster{"hub": f.Hub, "member": f.Cluster("member-x")} {
-		data, err := c.Kubeconfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		kc, err := clientcmd.Load(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := kc.Contexts[kc.CurrentContext]
-		merged.Clusters[ctxName] = kc.Clusters[src.Cluster]
-		merged.AuthInfos[ctxName] = kc.AuthInfos[src.AuthInfo]
-		merged.Contexts[ctxName] = &clientcmdapi.Context{Cluster: ctxName, AuthInfo: ctxName}
-	}
-	merged.CurrentContext = "hub"
+	merged := fleettest.MergedKubeconfig(map[string]*fleettest.Cluster{"hub": f.Hub, "member": f.Cluster("member-x")}, "hub")
 	// The member's CA as a file, as many kubeconfigs have it: the command
 	// must embed its contents.
 	dir := t.TempDir()
@@ -220,4 +207,88 @@ func TestRegisterClusterRefuses(t *testing.T) {
 		out, err := runWith(kubeconfig, bad...)
 		g.Expect(err).To(HaveOccurred(), "%v: %s", bad, out)
 	}
+}
+
+// TestRegisterClusterWithTokenSecret registers a member whose hub identity
+// exists already (the member chart's hubAccess): the token of that Secret
+// goes into the hub's Secret, and nothing is written to the member.
+func TestRegisterClusterWithTokenSecret(t *testing.T) {
+	f, kubeconfig := twoClusters(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	m := f.Cluster("member-x")
+
+	// The chart's identity: a ServiceAccount and its token Secret. envtest
+	// runs no token controller; the test fills the token in as it would,
+	// with a token bound to the Secret.
+	const sa, tokenSecret = "fm-fleetmirror-member-hub", "fm-fleetmirror-member-hub-token"
+	g.Expect(m.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}})).To(Succeed())
+	g.Expect(m.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: sa}})).To(Succeed())
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: tokenSecret,
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: sa}}, Type: corev1.SecretTypeServiceAccountToken}
+	g.Expect(m.Client.Create(ctx, s)).To(Succeed())
+
+	// Not filled yet: a clear error after the bounded wait, nothing on the hub.
+	out, err := runWith(kubeconfig, "register-cluster", "member-x", "--member-context=member", "--token-secret="+tokenSecret, "--token-timeout=1s")
+	g.Expect(err).To(MatchError(ContainSubstring("--token-secret fleetmirror-system/"+tokenSecret)), out)
+	var hubSecrets corev1.SecretList
+	g.Expect(f.Hub.Client.List(ctx, &hubSecrets, client.InNamespace(agentNS))).To(Succeed())
+	g.Expect(hubSecrets.Items).To(BeEmpty())
+
+	cs, err := kubernetes.NewForConfig(m.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	tr, err := cs.CoreV1().ServiceAccounts(agentNS).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: s.Name, UID: s.UID},
+	}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s.Data = map[string][]byte{corev1.ServiceAccountTokenKey: []byte(tr.Status.Token)}
+	g.Expect(m.Client.Update(ctx, s)).To(Succeed())
+	before := memberObjects(t, m)
+
+	out, err = runWith(kubeconfig, "register-cluster", "member-x", "--member-context=member", "--token-secret="+tokenSecret)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("member: token of secret fleetmirror-system/" + tokenSecret + " read"))
+	g.Expect(out).NotTo(ContainSubstring("applied\nhub"), "nothing applied to the member")
+	g.Expect(memberObjects(t, m)).To(Equal(before), "register-cluster --token-secret wrote to the member")
+
+	// The hub's Secret authenticates as the chart's ServiceAccount.
+	var reg corev1.Secret
+	g.Expect(f.Hub.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "member-x-fleetmirror"}, &reg)).To(Succeed())
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(reg.Data["value"])
+	g.Expect(err).NotTo(HaveOccurred())
+	hubView, err := kubernetes.NewForConfig(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	review, err := hubView.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(review.Status.UserInfo.Username).To(Equal("system:serviceaccount:" + agentNS + ":" + sa))
+
+	// Refused: a Secret that is not a service-account token, and a
+	// short-lived token request beside --token-secret.
+	plain := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "plain"}}
+	g.Expect(m.Client.Create(ctx, plain)).To(Succeed())
+	out, err = runWith(kubeconfig, "register-cluster", "member-x", "--member-context=member", "--token-secret=plain")
+	g.Expect(err).To(MatchError(ContainSubstring("has type Opaque, not kubernetes.io/service-account-token")), out)
+	out, err = runWith(kubeconfig, "register-cluster", "member-x", "--member-context=member", "--token-secret="+tokenSecret, "--token-duration=1h")
+	g.Expect(err).To(MatchError(ContainSubstring("exclude each other")), out)
+}
+
+// memberObjects returns name -> resourceVersion of the member's
+// ServiceAccounts, Secrets, ClusterRoles and ClusterRoleBindings.
+func memberObjects(t *testing.T, c *fleettest.Cluster) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, list := range []client.ObjectList{&corev1.ServiceAccountList{}, &corev1.SecretList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}} {
+		if err := c.Client.List(context.Background(), list); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range items {
+			obj := o.(client.Object)
+			out[fmt.Sprintf("%T %s/%s", obj, obj.GetNamespace(), obj.GetName())] = obj.GetResourceVersion()
+		}
+	}
+	return out
 }

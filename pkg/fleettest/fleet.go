@@ -275,6 +275,24 @@ func kubeconfig(cluster, user string, cfg *rest.Config) ([]byte, error) {
 	return data, nil
 }
 
+// MergedKubeconfig returns one admin kubeconfig with a context per entry of
+// contexts (context name -> cluster), current, as a person with several
+// clusters has it. Tests of commands that take --context flags use it.
+func MergedKubeconfig(contexts map[string]*Cluster, current string) *clientcmdapi.Config {
+	kc := clientcmdapi.NewConfig()
+	for name, c := range contexts {
+		kc.Clusters[name] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{
+			ClientCertificateData: c.Config.CertData,
+			ClientKeyData:         c.Config.KeyData,
+			Token:                 c.Config.BearerToken,
+		}
+		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	kc.CurrentContext = current
+	return kc
+}
+
 // Fleet is a hub and its members, each a Cluster of its own.
 type Fleet struct {
 	// Hub is the cluster named HubName.

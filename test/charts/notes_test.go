@@ -62,9 +62,9 @@ func TestNotes(t *testing.T) {
 	}{
 		{"member", nil,
 			[]string{"rollout status deployment/fm-fleetmirror-member", "fleetmirror.io/target-namespaces=fleetmirror-try", "Mirrored kinds: Secret.v1, ConfigMap.v1", "port-forward service/fm-fleetmirror-member-metrics 8080"},
-			[]string{"WARNING", "hub-kubeconfig.sh"}},
+			[]string{"WARNING", "register-cluster"}},
 		{"member", values("hubAccess.enabled", true, "config.clusterName", "member-1", "config.resourceTypes", []any{}),
-			[]string{"hack/hub-kubeconfig.sh --cluster-name member-1", "--secret fm-fleetmirror-member-hub-token", "config.resourceTypes is empty: the agent discovers kinds", `fleetmirror.io/aggregate-to-fm-fleetmirror-member: "true"`},
+			[]string{"kubectl fleetmirror register-cluster member-1", "--token-secret fm-fleetmirror-member-hub-token", "config.resourceTypes is empty: the agent discovers kinds", `fleetmirror.io/aggregate-to-fm-fleetmirror-member: "true"`},
 			nil},
 		{"hub", nil,
 			[]string{"rollout status deployment/fm-fleetmirror-hub", "Registration Secrets are read in namespace fleetmirror-system", "grep ^fleetmirror_hub_"},

@@ -22,12 +22,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleetmirror/fleetmirror/pkg/cli"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
@@ -45,7 +47,7 @@ const (
 // The charts, installed with Helm into a fleet of its own, give the binaries
 // enough rights to run the fleet scenario as the charts' ServiceAccounts
 // (tokens from the TokenRequest API, the members registered with the hub by
-// hack/hub-kubeconfig.sh from the member chart's hub identity), and those
+// kubectl fleetmirror register-cluster --token-secret from the member chart's hub identity), and those
 // identities cannot write RBAC, mint tokens or read what they do not mirror.
 //
 // The fleet is not TestMain's: the agents there run as admins, and two
@@ -134,7 +136,7 @@ func TestChartsRBAC(t *testing.T) {
 	hubSA := newIdentity(t, dir, hub, systemNS, hubDeploy.serviceAccount, nil)
 	hubAccess := map[string]*identity{}
 	for _, m := range []*fleettest.Cluster{ma, mb} {
-		hubAccess[m.Name] = registerWithScript(t, root, dir, hub, m, systemNS, memberRelease+"-hub-token")
+		hubAccess[m.Name] = registerWithPlugin(t, dir, hub, m, systemNS, memberRelease+"-hub-token")
 	}
 	hubConfigMapsSA := newIdentity(t, dir, hub, hubConfigMapsRelease,
 		readDeployment(t, hub, hubConfigMapsRelease, hubConfigMapsRelease, "fleetmirror-hub").serviceAccount, nil)
@@ -450,12 +452,12 @@ func tokenSecretIdentity(t *testing.T, dir string, c *fleettest.Cluster, ns, tok
 	return newIdentity(t, dir, c, ns, sa, s)
 }
 
-// registerWithScript registers member with the hub the way the member
-// chart's NOTES say: hack/hub-kubeconfig.sh turns the chart's token Secret
-// into the hub's registration Secret, which is applied to the hub. envtest
+// registerWithPlugin registers member with the hub the way the member
+// chart's NOTES say: kubectl fleetmirror register-cluster --token-secret
+// turns the chart's token Secret into the hub's registration Secret. envtest
 // runs no token controller, so the test fills the token Secret in as that
 // controller would, with a token bound to the Secret.
-func registerWithScript(t *testing.T, root, dir string, hub, member *fleettest.Cluster, ns, tokenSecret string) *identity {
+func registerWithPlugin(t *testing.T, dir string, hub, member *fleettest.Cluster, ns, tokenSecret string) *identity {
 	t.Helper()
 	ctx := context.Background()
 	id := tokenSecretIdentity(t, dir, member, ns, tokenSecret)
@@ -472,25 +474,17 @@ func registerWithScript(t *testing.T, root, dir string, hub, member *fleettest.C
 		return member.Client.Update(ctx, s)
 	}, timeout, poll).Should(Succeed())
 
-	assets, err := fleettest.Assets() // kubectl is there
-	if err != nil {
+	kubeconfig := filepath.Join(dir, "plugin-"+member.Name+".kubeconfig")
+	merged := fleettest.MergedKubeconfig(map[string]*fleettest.Cluster{"hub": hub, "member": member}, "hub")
+	if err := clientcmd.WriteToFile(*merged, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "hub-kubeconfig.sh"),
-		"--cluster-name", member.Name, "--kubeconfig", member.KubeconfigPath, "--namespace", ns,
-		"--secret", tokenSecret, "--hub-namespace", systemNS)
-	cmd.Env = append(os.Environ(), "PATH="+assets+string(os.PathListSeparator)+os.Getenv("PATH"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/hub-kubeconfig.sh for %s: %v\n%s", member.Name, err, stderr.String())
-	}
-	reg := &corev1.Secret{}
-	if err := yaml.UnmarshalStrict(stdout.Bytes(), reg); err != nil {
-		t.Fatalf("hack/hub-kubeconfig.sh printed no Secret: %v\n%s", err, stdout.String())
-	}
-	if err := hub.Client.Create(ctx, reg); err != nil {
-		t.Fatalf("applying the registration of %s to the hub: %v", member.Name, err)
+	var out bytes.Buffer
+	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd.SetArgs([]string{"register-cluster", member.Name, "--kubeconfig=" + kubeconfig, "--member-context=member",
+		"--member-namespace=" + ns, "--token-secret=" + tokenSecret, "--hub-namespace=" + systemNS})
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("kubectl fleetmirror register-cluster %s: %v\n%s", member.Name, err, out.String())
 	}
 	return id
 }
