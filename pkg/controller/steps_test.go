@@ -24,7 +24,6 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
-	"github.com/fleetmirror/fleetmirror/pkg/providers"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
@@ -77,7 +76,7 @@ func newSteps(t *testing.T, o Options, more ...fleet.Provider) *steps {
 	rec := &fleettest.Requests{}
 	cfg := rest.CopyConfig(api.Hub.Config)
 	cfg.Wrap(rec.Wrap)
-	provider := fleet.Providers(append([]fleet.Provider{providers.Local{Spec: fleet.Spec{Name: local, Config: cfg}}}, more...)...)
+	provider := fleet.Providers(append([]fleet.Provider{fleet.Local{Spec: fleet.Spec{Name: local, Config: cfg}}}, more...)...)
 	f := fleet.New(fleet.Options{
 		Provider: provider, ManagedBy: identity.ManagedBy, FieldManager: identity.FieldManager, Finalizer: identity.Finalizer,
 		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 2 * time.Second,

@@ -47,7 +47,7 @@ func (o *Options) provider(own *rest.Config) (fleet.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	local := providers.Local{Spec: fleet.Spec{Name: o.ClusterName, Config: own, Recorder: recorder,
+	local := fleet.Local{Spec: fleet.Spec{Name: o.ClusterName, Config: own, Recorder: recorder,
 		// The registration Secrets are read there: a mirror in that
 		// namespace could register a cluster of a tenant's choosing.
 		ExcludedNamespaces: glob.List{o.secretsNamespace}, ExcludedBecause: "it holds the hub's cluster registration Secrets"}}

@@ -14,7 +14,6 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/controller"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
-	"github.com/fleetmirror/fleetmirror/pkg/providers"
 )
 
 // FieldManager names the member's writes in managedFields.
@@ -40,7 +39,7 @@ func Run(ctx context.Context, o Options) error {
 		Identity: Identity,
 		Scope:    controller.ScopeLocal,
 		Provider: func(own *rest.Config) (fleet.Provider, error) {
-			return providers.Local{Spec: fleet.Spec{Name: o.ClusterName, Config: own}}, nil
+			return fleet.Local{Spec: fleet.Spec{Name: o.ClusterName, Config: own}}, nil
 		},
 		ProbeInterval: probeInterval,
 		ProbeTimeout:  probeTimeout,
