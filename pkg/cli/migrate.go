@@ -11,12 +11,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleetmirror/fleetmirror/pkg/peers"
 )
@@ -58,6 +60,7 @@ type Migrated struct {
 
 	resource        schema.GroupVersionResource
 	apiVersion      string
+	uid             types.UID
 	resourceVersion string
 	set             []peers.Key
 	finalizers      []string
@@ -111,11 +114,24 @@ written to it. With -A, namespaces labelled kubemirror.raczylo.com/allow-mirrors
 	return cmd
 }
 
-// migrator holds the clients migrate uses.
-type migrator struct {
-	meta   metadata.Interface
-	kube   kubernetes.Interface
-	mapper meta.RESTMapper
+// Migrator scans a cluster for objects of the peer tools and writes
+// their migration: the clients migrate uses.
+type Migrator struct {
+	meta metadata.Interface
+	kube kubernetes.Interface
+}
+
+// NewMigrator connects to the cluster of cfg.
+func NewMigrator(cfg *rest.Config) (*Migrator, error) {
+	c := &Migrator{}
+	var err error
+	if c.meta, err = metadata.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func (m *migrateOptions) run(ctx context.Context) error {
@@ -136,19 +152,17 @@ func (m *migrateOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c := &migrator{}
-	if c.mapper, err = m.config.ToRESTMapper(); err != nil {
+	c, err := NewMigrator(cfg)
+	if err != nil {
 		return err
 	}
-	if c.meta, err = metadata.NewForConfig(cfg); err != nil {
-		return err
-	}
-	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+	mapper, err := m.config.ToRESTMapper()
+	if err != nil {
 		return err
 	}
 	var mappings []*meta.RESTMapping
 	for _, k := range m.kinds {
-		mp, err := ResolveKind(c.mapper, strings.TrimSpace(k))
+		mp, err := ResolveKind(mapper, strings.TrimSpace(k))
 		if err != nil {
 			return err
 		}
@@ -186,7 +200,7 @@ func (m *migrateOptions) run(ctx context.Context) error {
 
 // Scan lists the objects of mappings in namespace ("" for all; namespaces
 // themselves are scanned then too) and translates each.
-func (c *migrator) Scan(ctx context.Context, namespace string, mappings []*meta.RESTMapping) (*Migration, error) {
+func (c *Migrator) Scan(ctx context.Context, namespace string, mappings []*meta.RESTMapping) (*Migration, error) {
 	mig := &Migration{Objects: []Migrated{}}
 	var kubemirrorSources []metav1.Object
 	for _, mp := range mappings {
@@ -240,7 +254,7 @@ func (c *migrator) Scan(ctx context.Context, namespace string, mappings []*meta.
 
 // list pages through the metadata of resource in namespace, optionally
 // only objects carrying the label key.
-func (c *migrator) list(ctx context.Context, resource schema.GroupVersionResource, namespace, labelKey string, each func(*metav1.PartialObjectMetadata)) error {
+func (c *Migrator) list(ctx context.Context, resource schema.GroupVersionResource, namespace, labelKey string, each func(*metav1.PartialObjectMetadata)) error {
 	opts := metav1.ListOptions{Limit: 500, LabelSelector: labelKey}
 	for {
 		var (
@@ -270,7 +284,7 @@ func (mig *Migration) add(gvk schema.GroupVersionKind, resource schema.GroupVers
 	m := Migrated{
 		Kind: gvk.Kind, Namespace: obj.Namespace, Name: obj.Name, Tools: tr.Tools, Role: tr.Role,
 		Add: []peers.Key{}, Remove: tr.Old, RemoveFinalizers: tr.Finalizers, Notes: tr.Notes, Decisions: tr.Decisions,
-		resource: resource, apiVersion: gvk.GroupVersion().String(), resourceVersion: obj.ResourceVersion,
+		resource: resource, apiVersion: gvk.GroupVersion().String(), uid: obj.UID, resourceVersion: obj.ResourceVersion,
 		set: tr.Set, finalizers: obj.Finalizers,
 	}
 	if m.Remove == nil {
@@ -293,10 +307,11 @@ func (mig *Migration) add(gvk schema.GroupVersionKind, resource schema.GroupVers
 
 // Apply server-side applies each translated object's fleetmirror keys:
 // a partial object holding only them, under the plugin's field manager,
-// so the old tool's keys and everything else stay. The resourceVersion
-// seen by the scan is a precondition: an object that changed or went
-// away since is not written (apply would create a deleted one).
-func (c *migrator) Apply(ctx context.Context, mig *Migration) {
+// so the old tool's keys and everything else stay. The uid and
+// resourceVersion seen by the scan are preconditions: an object that
+// changed since is not written, and one deleted since is not created
+// (apply creates what is missing; a uid refuses that).
+func (c *Migrator) Apply(ctx context.Context, mig *Migration) {
 	for i := range mig.Objects {
 		o := &mig.Objects[i]
 		if len(o.Decisions) > 0 || len(o.Add) == 0 {
@@ -310,7 +325,7 @@ func (c *migrator) Apply(ctx context.Context, mig *Migration) {
 				annots[k.Key] = k.Value
 			}
 		}
-		md := map[string]any{"name": o.Name, "resourceVersion": o.resourceVersion, "labels": labels, "annotations": annots}
+		md := map[string]any{"name": o.Name, "uid": o.uid, "resourceVersion": o.resourceVersion, "labels": labels, "annotations": annots}
 		if o.Namespace != "" {
 			md["namespace"] = o.Namespace
 		}
@@ -318,7 +333,7 @@ func (c *migrator) Apply(ctx context.Context, mig *Migration) {
 		if err == nil {
 			_, err = c.resource(o).Patch(ctx, o.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
 		}
-		o.Result = result("applied", err)
+		o.Result = result("applied", err, applyRaced(err))
 	}
 }
 
@@ -326,7 +341,7 @@ func (c *migrator) Apply(ctx context.Context, mig *Migration) {
 // translation is on them in full, with a JSON patch that tests every
 // value it relies on: ours present, theirs unchanged since the scan. It
 // refuses for a tool whose controller still runs.
-func (c *migrator) RemoveOld(ctx context.Context, mig *Migration) error {
+func (c *Migrator) RemoveOld(ctx context.Context, mig *Migration) error {
 	running, err := c.runningTools(ctx)
 	if err != nil {
 		return err
@@ -347,7 +362,9 @@ func (c *migrator) RemoveOld(ctx context.Context, mig *Migration) error {
 		if err == nil {
 			_, err = c.resource(o).Patch(ctx, o.Name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
 		}
-		o.Result = result("removed", err)
+		// The patch is well formed: it is refused (422) only when a test
+		// fails, when the object changed since the scan.
+		o.Result = result("removed", err, apierrors.IsInvalid(err) || apierrors.IsNotFound(err))
 	}
 	return nil
 }
@@ -389,18 +406,42 @@ func removePatch(o *Migrated) []jsonPatchOp {
 	return ops
 }
 
-func (c *migrator) resource(o *Migrated) metadata.ResourceInterface {
+func (c *Migrator) resource(o *Migrated) metadata.ResourceInterface {
 	if o.Namespace == "" {
 		return c.meta.Resource(o.resource)
 	}
 	return c.meta.Resource(o.resource).Namespace(o.Namespace)
 }
 
-func result(done string, err error) string {
-	if err != nil {
-		return "failed: " + err.Error()
+// result is done, or the failure: raced when the object changed or went
+// away since the scan, which running migrate again resolves.
+func result(done string, err error, raced bool) string {
+	switch {
+	case err == nil:
+		return done
+	case raced:
+		return "failed: it changed or went away since the scan; run migrate again (" + err.Error() + ")"
 	}
-	return done
+	return "failed: " + err.Error()
+}
+
+// applyRaced reports whether an apply failed on its preconditions: the
+// resourceVersion (a Conflict), the uid of a deleted object (a Conflict)
+// or of one deleted and created again (metadata.uid is immutable).
+func applyRaced(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // peerImages are the image names (the last path element, without tag) of
@@ -413,7 +454,7 @@ var peerImages = map[string]peers.Tool{
 
 // runningTools finds the Deployments, with replicas, that run one of the
 // tools' controllers: tool to NAMESPACE/NAME.
-func (c *migrator) runningTools(ctx context.Context) (map[peers.Tool]string, error) {
+func (c *Migrator) runningTools(ctx context.Context) (map[peers.Tool]string, error) {
 	l, err := c.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("--remove-old must first check that the old tools are uninstalled: listing Deployments: %w", err)

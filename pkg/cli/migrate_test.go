@@ -9,7 +9,10 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -259,4 +262,67 @@ func TestMigrateFlags(t *testing.T) {
 			t.Errorf("%v succeeded:\n%s", args, out)
 		}
 	}
+}
+
+// TestMigrateWritesOnlyWhatItScanned changes and deletes objects between
+// the scan and the writes: --apply never recreates a deleted object nor
+// writes a changed one, and --remove-old never removes a key that changed.
+func TestMigrateWritesOnlyWhatItScanned(t *testing.T) {
+	k8s := setup(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespaces(t, "mig-race")[0]
+	source := func(name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+			peers.ReplicatorReplicateTo: "team-a",
+		}}}
+	}
+	for _, name := range []string{"deleted", "changed", "recreated"} {
+		g.Expect(k8s.Create(ctx, source(name))).To(Succeed())
+	}
+	m, err := cli.NewMigrator(api.Hub.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	mapping, err := k8s.RESTMapper().RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1")
+	g.Expect(err).NotTo(HaveOccurred())
+	scan := func() *cli.Migration {
+		mig, err := m.Scan(ctx, ns, []*meta.RESTMapping{mapping})
+		g.Expect(err).NotTo(HaveOccurred())
+		return mig
+	}
+	results := func(mig *cli.Migration) map[string]string {
+		out := map[string]string{}
+		for _, o := range mig.Objects {
+			out[o.Name] = o.Result
+		}
+		return out
+	}
+
+	mig := scan()
+	g.Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deleted"}})).To(Succeed())
+	changed := get(g, k8s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "changed"}})
+	changed.Data = map[string]string{"k": "v"}
+	g.Expect(k8s.Update(ctx, changed)).To(Succeed())
+	g.Expect(k8s.Delete(ctx, source("recreated"))).To(Succeed())
+	g.Expect(k8s.Create(ctx, source("recreated"))).To(Succeed())
+	m.Apply(ctx, mig)
+	for _, name := range []string{"deleted", "changed", "recreated"} {
+		g.Expect(results(mig)).To(HaveKeyWithValue(name, HavePrefix("failed: it changed or went away since the scan")))
+	}
+	g.Expect(get(g, k8s, source("recreated")).Labels).NotTo(HaveKey(annotations.LabelEnabled))
+	err = k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "deleted"}, &corev1.ConfigMap{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "not recreated: %v", err)
+	g.Expect(get(g, k8s, changed).Labels).NotTo(HaveKey(annotations.LabelEnabled))
+
+	// Scanned again, it is applied; then its old key changes before
+	// --remove-old, which then keeps it.
+	mig = scan()
+	m.Apply(ctx, mig)
+	g.Expect(results(mig)).To(HaveKeyWithValue("changed", "applied"))
+	mig = scan()
+	changed = get(g, k8s, changed)
+	changed.Annotations[peers.ReplicatorReplicateTo] = "team-a,team-b"
+	g.Expect(k8s.Update(ctx, changed)).To(Succeed())
+	g.Expect(m.RemoveOld(ctx, mig)).To(Succeed())
+	g.Expect(results(mig)).To(HaveKeyWithValue("changed", HavePrefix("failed: it changed or went away since the scan")))
+	g.Expect(get(g, k8s, changed).Annotations).To(HaveKeyWithValue(peers.ReplicatorReplicateTo, "team-a,team-b"))
 }
