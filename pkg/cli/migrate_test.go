@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/cli"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/peers"
 )
 
@@ -44,9 +45,12 @@ func resourceVersions(g Gomega, k8s client.Client) map[string]string {
 	return out
 }
 
-func get[T client.Object](g Gomega, k8s client.Client, obj T) T {
-	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
-	return obj
+// get reads obj (namespace and name set) afresh: it must exist.
+func get[T client.Object](g Gomega, obj T) T {
+	got, err := fleettest.Lookup(api.Hub, obj)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).NotTo(BeNil(), "%s/%s", obj.GetNamespace(), obj.GetName())
+	return got
 }
 
 // TestMigrate migrates sources, pull mirrors and a namespace of the three
@@ -118,7 +122,7 @@ func TestMigrate(t *testing.T) {
 		_ = k8s.Patch(ctx, s, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
 	})
 	// kubemirror's opt-in label on a.
-	nsA := get(g, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a}})
+	nsA := get(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a}})
 	nsA.Labels[peers.KubemirrorAllowMirrors] = "true"
 	g.Expect(k8s.Update(ctx, nsA)).To(Succeed())
 
@@ -175,14 +179,14 @@ func TestMigrate(t *testing.T) {
 	out, err = run("migrate", "-A", "--apply")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(strings.Count(out, "=> applied")).To(Equal(7), out)
-	refSrc := get(g, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "ref-src"}})
+	refSrc := get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "ref-src"}})
 	g.Expect(refSrc.Labels).To(HaveKeyWithValue(annotations.LabelEnabled, "true"))
 	g.Expect(refSrc.Annotations).To(And(
 		HaveKeyWithValue(annotations.AnnotationTargetNamespaces, a), HaveKeyWithValue(annotations.AnnotationAdopt, "reflector"),
 		HaveKeyWithValue(peers.ReflectorAllowed, "true"), HaveKeyWithValue(peers.ReflectorAutoNamespaces, a)))
 	g.Expect(refSrc.ManagedFields).To(ContainElement(And(HaveField("Manager", cli.FieldManager), HaveField("Operation", metav1.ManagedFieldsOperationApply))))
 	g.Expect(refSrc.Data).To(HaveKeyWithValue("password", []byte("s3cret")))
-	g.Expect(get(g, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a}}).Labels).To(And(
+	g.Expect(get(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a}}).Labels).To(And(
 		HaveKeyWithValue(annotations.LabelAllowMirrors, "true"), HaveKeyWithValue(peers.KubemirrorAllowMirrors, "true")))
 	after := resourceVersions(g, k8s)
 	for _, untouched := range []string{"configmap " + src + "/rep-regex", "secret " + a + "/ref-src", "configmap " + a + "/rep-src", "secret " + a + "/km-src"} {
@@ -212,17 +216,17 @@ func TestMigrate(t *testing.T) {
 	out, err = run("migrate", "-A", "--remove-old")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("=> skipped: replicator still runs (Deployment " + tools + "/replicator)"))
-	refSrc = get(g, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "ref-src"}})
+	refSrc = get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "ref-src"}})
 	for k := range refSrc.Annotations {
 		g.Expect(k).NotTo(HavePrefix(peers.ReflectorPrefix))
 	}
 	g.Expect(refSrc.Annotations).To(HaveKeyWithValue(annotations.AnnotationTargetNamespaces, a))
-	km := get(g, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "km-src"}})
+	km := get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "km-src"}})
 	g.Expect(km.Finalizers).To(BeEmpty())
 	g.Expect(km.Labels).To(And(Not(HaveKey(peers.KubemirrorEnabled)), HaveKeyWithValue(annotations.LabelEnabled, "true")))
 	g.Expect(km.Annotations).NotTo(HaveKey(peers.KubemirrorSync))
-	g.Expect(get(g, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a}}).Labels).NotTo(HaveKey(peers.KubemirrorAllowMirrors))
-	g.Expect(get(g, k8s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "rep-src"}}).Annotations).To(HaveKey(peers.ReplicatorReplicateTo))
+	g.Expect(get(g, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a}}).Labels).NotTo(HaveKey(peers.KubemirrorAllowMirrors))
+	g.Expect(get(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "rep-src"}}).Annotations).To(HaveKey(peers.ReplicatorReplicateTo))
 
 	// Uninstalled (scaled to zero), the replicator's keys go too.
 	zero := int32(0)
@@ -231,13 +235,13 @@ func TestMigrate(t *testing.T) {
 	out, err = run("migrate", "-A", "--remove-old")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	for _, name := range []string{"rep-src", "rep-allow"} {
-		cm := get(g, k8s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: name}})
+		cm := get(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: name}})
 		for k := range cm.Annotations {
 			g.Expect(k).NotTo(HavePrefix(peers.ReplicatorPrefix), name)
 		}
 		g.Expect(cm.Labels).To(HaveKeyWithValue(annotations.LabelEnabled, "true"), name)
 	}
-	pull := get(g, k8s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b, Name: "rep-pull"}})
+	pull := get(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b, Name: "rep-pull"}})
 	g.Expect(pull.Annotations).To(And(Not(HaveKey(peers.ReplicatorReplicateFrom)), HaveKeyWithValue(annotations.AnnotationMirrorFrom, src+"/rep-allow")))
 	// What needs a decision and the copies were never written.
 	final := resourceVersions(g, k8s)
@@ -299,7 +303,7 @@ func TestMigrateWritesOnlyWhatItScanned(t *testing.T) {
 
 	mig := scan()
 	g.Expect(k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deleted"}})).To(Succeed())
-	changed := get(g, k8s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "changed"}})
+	changed := get(g, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "changed"}})
 	changed.Data = map[string]string{"k": "v"}
 	g.Expect(k8s.Update(ctx, changed)).To(Succeed())
 	g.Expect(k8s.Delete(ctx, source("recreated"))).To(Succeed())
@@ -308,10 +312,10 @@ func TestMigrateWritesOnlyWhatItScanned(t *testing.T) {
 	for _, name := range []string{"deleted", "changed", "recreated"} {
 		g.Expect(results(mig)).To(HaveKeyWithValue(name, HavePrefix("failed: it changed or went away since the scan")))
 	}
-	g.Expect(get(g, k8s, source("recreated")).Labels).NotTo(HaveKey(annotations.LabelEnabled))
+	g.Expect(get(g, source("recreated")).Labels).NotTo(HaveKey(annotations.LabelEnabled))
 	err = k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "deleted"}, &corev1.ConfigMap{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "not recreated: %v", err)
-	g.Expect(get(g, k8s, changed).Labels).NotTo(HaveKey(annotations.LabelEnabled))
+	g.Expect(get(g, changed).Labels).NotTo(HaveKey(annotations.LabelEnabled))
 
 	// Scanned again, it is applied; then its old key changes before
 	// --remove-old, which then keeps it.
@@ -319,10 +323,10 @@ func TestMigrateWritesOnlyWhatItScanned(t *testing.T) {
 	m.Apply(ctx, mig)
 	g.Expect(results(mig)).To(HaveKeyWithValue("changed", "applied"))
 	mig = scan()
-	changed = get(g, k8s, changed)
+	changed = get(g, changed)
 	changed.Annotations[peers.ReplicatorReplicateTo] = "team-a,team-b"
 	g.Expect(k8s.Update(ctx, changed)).To(Succeed())
 	g.Expect(m.RemoveOld(ctx, mig)).To(Succeed())
 	g.Expect(results(mig)).To(HaveKeyWithValue("changed", HavePrefix("failed: it changed or went away since the scan")))
-	g.Expect(get(g, k8s, changed).Annotations).To(HaveKeyWithValue(peers.ReplicatorReplicateTo, "team-a,team-b"))
+	g.Expect(get(g, changed).Annotations).To(HaveKeyWithValue(peers.ReplicatorReplicateTo, "team-a,team-b"))
 }
