@@ -109,7 +109,7 @@ func TestMigrate(t *testing.T) {
 			m.Finalizers = []string{peers.KubemirrorFinalizer}
 			return m
 		}(), StringData: data},
-		&corev1.Secret{ObjectMeta: objMeta(a, "km-src", map[string]string{peers.KubemirrorMirror: "true", peers.KubemirrorManagedBy: "kubemirror"}, map[string]string{
+		&corev1.Secret{ObjectMeta: objMeta(a, "km-src", map[string]string{peers.KubemirrorMirror: "true", peers.KubemirrorPrefix + "managed-by": "kubemirror"}, map[string]string{
 			peers.KubemirrorSourceNamespace: src, peers.KubemirrorSourceName: "km-src", peers.KubemirrorSourceUID: "0000",
 		}), StringData: data},
 	}

@@ -79,8 +79,8 @@ const (
 
 // kubemirror's labels and annotations (pkg/constants/constants.go): the
 // source side mirrors ours (it is where our contract comes from); copies
-// carry the mirror and managed-by labels and the source reference
-// annotations. Its target entries are filepath.Match globs. MaxTargets is
+// carry the mirror and managed-by ("kubemirror") labels and the source
+// reference annotations. Its target entries are filepath.Match globs. MaxTargets is
 // declared but not read by kubemirror: only its --max-targets flag limits.
 const (
 	KubemirrorEnabled          = KubemirrorPrefix + "enabled" // label
@@ -94,7 +94,6 @@ const (
 	KubemirrorSourceNamespace  = KubemirrorPrefix + "source-namespace"
 	KubemirrorSourceName       = KubemirrorPrefix + "source-name"
 	KubemirrorSourceUID        = KubemirrorPrefix + "source-uid"
-	KubemirrorManagedBy        = KubemirrorPrefix + "managed-by" // label on copies: "kubemirror"
 	// KubemirrorFinalizer is the finalizer kubemirror puts on sources.
 	KubemirrorFinalizer = KubemirrorPrefix + "finalizer"
 )

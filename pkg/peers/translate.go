@@ -86,7 +86,11 @@ func Translate(kind string, obj metav1.Object) Translation {
 			t = kubemirror(kind, obj)
 		}
 	default:
-		t = Translation{Role: RoleSource, Decisions: []string{fmt.Sprintf("annotated for %s at once: say which one's result fleetmirror should give", joinTools(tools))}}
+		names := make([]string, len(tools))
+		for i, tl := range tools {
+			names[i] = string(tl)
+		}
+		t = Translation{Role: RoleSource, Decisions: []string{fmt.Sprintf("annotated for %s at once: say which one's result fleetmirror should give", strings.Join(names, " and "))}}
 	}
 	t.Tools = tools
 	t.checkExisting(obj)
@@ -112,14 +116,6 @@ func hasPrefixKey(m map[string]string, prefix string) bool {
 		}
 	}
 	return false
-}
-
-func joinTools(tools []Tool) string {
-	s := make([]string, len(tools))
-	for i, t := range tools {
-		s[i] = string(t)
-	}
-	return strings.Join(s, " and ")
 }
 
 // oldKeys returns obj's labels and annotations under prefix, sorted.

@@ -313,7 +313,7 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name: "kubemirror: a copy",
-			obj: meta(map[string]string{KubemirrorMirror: "true", KubemirrorManagedBy: "kubemirror"}, map[string]string{
+			obj: meta(map[string]string{KubemirrorMirror: "true", KubemirrorPrefix + "managed-by": "kubemirror"}, map[string]string{
 				KubemirrorSourceNamespace: "default", KubemirrorSourceName: "db", KubemirrorSourceUID: "u-1",
 			}),
 			tools: []Tool{Kubemirror}, role: RoleCopy,
