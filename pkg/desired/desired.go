@@ -24,6 +24,10 @@ import (
 // DefaultStrip lists label and annotation keys (globs over the key) that are
 // never copied onto a mirror: they tie an object to the tool that deployed
 // the source, and copied onto a mirror they make that tool adopt or prune it.
+// The keys of the mirroring tools fleetmirror replaces are among them: on a
+// mirror they would make a reflector, replicator or kubemirror still
+// running beside the agent take the mirror for a source of its own
+// (docs/migration.md).
 var DefaultStrip = []string{
 	"kubectl.kubernetes.io/last-applied-configuration",
 	"meta.helm.sh/*",
@@ -31,6 +35,9 @@ var DefaultStrip = []string{
 	"kustomize.toolkit.fluxcd.io/*",
 	"helm.toolkit.fluxcd.io/*",
 	"deployment.kubernetes.io/revision",
+	"reflector.v1.k8s.emberstack.com/*",
+	"replicator.v1.mittwald.de/*",
+	"kubemirror.raczylo.com/*",
 }
 
 // Options say how mirrors are built.

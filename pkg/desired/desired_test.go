@@ -17,10 +17,11 @@ func source() *unstructured.Unstructured {
 		"apiVersion": "v1", "kind": "Secret",
 		"metadata": map[string]any{
 			"name": "db", "namespace": "platform", "uid": "u-1", "resourceVersion": "42",
-			"labels": map[string]any{"app": "db", annotations.LabelEnabled: "true"},
+			"labels": map[string]any{"app": "db", annotations.LabelEnabled: "true", "kubemirror.raczylo.com/enabled": "true"},
 			"annotations": map[string]any{
 				"team": "pay", annotations.AnnotationSync: "true", annotations.AnnotationTargetNamespaces: "a",
 				"meta.helm.sh/release-name": "db", "kubectl.kubernetes.io/last-applied-configuration": "{}",
+				"replicator.v1.mittwald.de/replicate-to": "a", "reflector.v1.k8s.emberstack.com/reflection-auto-enabled": "true",
 			},
 			"finalizers":      []any{"x/y"},
 			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "o-1"}},
@@ -50,7 +51,9 @@ func TestBuild(t *testing.T) {
 			t.Errorf("annotation %s = %q, want %q", k, a[k], v)
 		}
 	}
-	for _, k := range []string{annotations.AnnotationSync, annotations.AnnotationTargetNamespaces, "meta.helm.sh/release-name", "kubectl.kubernetes.io/last-applied-configuration"} {
+	// A peer tool's keys on a mirror would make it a source of that tool.
+	for _, k := range []string{annotations.AnnotationSync, annotations.AnnotationTargetNamespaces, "meta.helm.sh/release-name", "kubectl.kubernetes.io/last-applied-configuration",
+		"replicator.v1.mittwald.de/replicate-to", "reflector.v1.k8s.emberstack.com/reflection-auto-enabled"} {
 		if _, ok := a[k]; ok {
 			t.Errorf("annotation %s was copied", k)
 		}
