@@ -382,8 +382,8 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		for i, ns := range sum.adopted {
 			names[i] = ns + "/" + key.Name
 		}
-		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonAdopted, "Adopted %s, proven copies of this source made by another tool: %s",
-			count(len(names), "mirror"), joinLimited(names))
+		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonAdopted, "Adopted proven copies of this source made by another tool; they are mirrors now: %s",
+			joinLimited(names))
 	}
 	r.warnIf(c, src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
 	r.warnIf(c, src, ReasonSyncFailed, len(sum.failures) > 0, "Writing failed, will retry: %s", joinLimited(sum.failures))
