@@ -20,7 +20,7 @@ import (
 
 // adoptOrRefuse decides about full, the object holding want's name, which refused
 // (a *ConflictError) says is not ours. When the source asks for the copies
-// of tools to be adopted and full proves to be one of them (adoptable), a
+// of tools to be adopted and full proves to be one of them (Adoptable), a
 // single write turns it into our mirror: want, with full's resourceVersion
 // as precondition. Anything else stays the conflict, with the reason it was
 // not adopted.
@@ -30,7 +30,7 @@ func (a *Applier) adoptOrRefuse(ctx context.Context, key target, res *clusters.O
 		return Conflict, refused
 	}
 	for attempt := 0; ; attempt++ {
-		tool, why := adoptable(key.cluster, full, want, tools)
+		tool, why := Adoptable(key.cluster, full, want, tools)
 		if tool == "" {
 			// ce is fresh from checkOwner: setting why changes no memo.
 			ce.NotAdopted = why
@@ -59,10 +59,13 @@ func (a *Applier) adoptOrRefuse(ctx context.Context, key target, res *clusters.O
 	}
 }
 
-// adoptable returns the tool among tools that made full as a copy of
-// want's source, or "" and why full is not such a copy. cluster is where
-// full lives.
-func adoptable(cluster string, full, want *unstructured.Unstructured, tools []peers.Tool) (peers.Tool, string) {
+// Adoptable returns the tool among tools that made full, an object holding
+// the name of want (a mirror built by desired.Build) that is not ours, as a
+// copy of want's source and that Ensure adopts; or "" and why Ensure does
+// not adopt it ("" when full is a fleetmirror mirror: the conflict says
+// whose). cluster is where full lives. Tools that report on mirrors (the
+// kubectl plugin) use it to say what Ensure will do.
+func Adoptable(cluster string, full, want *unstructured.Unstructured, tools []peers.Tool) (peers.Tool, string) {
 	l, a := full.GetLabels(), full.GetAnnotations()
 	switch {
 	case desired.IsMirror(l):
@@ -91,16 +94,14 @@ func adoptable(cluster string, full, want *unstructured.Unstructured, tools []pe
 // put on it: its cluster, and what a copy records of it.
 func originOf(want *unstructured.Unstructured) (cluster string, o peers.Origin) {
 	a := want.GetAnnotations()
-	// cluster/namespace/name, where neither namespace nor name holds a '/'.
-	ref := a[annotations.AnnotationSource]
-	i := strings.LastIndex(ref, "/")
-	j := strings.LastIndex(ref[:max(i, 0)], "/")
-	if j < 0 {
+	// cluster/namespace/name: no part of it holds a '/'.
+	ref := strings.Split(a[annotations.AnnotationSource], "/")
+	if len(ref) != 3 {
 		return "", peers.Origin{}
 	}
-	return ref[:j], peers.Origin{
-		Namespace:       ref[j+1 : i],
-		Name:            ref[i+1:],
+	return ref[0], peers.Origin{
+		Namespace:       ref[1],
+		Name:            ref[2],
 		UID:             types.UID(a[annotations.AnnotationSourceUID]),
 		ResourceVersion: a[annotations.AnnotationSourceResourceVersion],
 	}
