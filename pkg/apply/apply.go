@@ -24,6 +24,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/peers"
 )
 
 // Outcome is what Ensure or Delete did to one target.
@@ -37,6 +38,9 @@ const (
 	Unchanged Outcome = "unchanged"
 	Deleted   Outcome = "deleted"
 	Conflict  Outcome = "conflict"
+	// Adopted targets held a copy another tool made of the source; it was
+	// taken over and is our mirror now.
+	Adopted Outcome = "adopted"
 	// Skipped targets cannot take a mirror now (namespace terminating or gone).
 	Skipped Outcome = "skipped"
 	Failed  Outcome = "error"
@@ -48,13 +52,20 @@ type ConflictError struct {
 	// Owner is the source reference of the mirror in the way, or "" when the
 	// object is not a mirror of this writer at all.
 	Owner string
+	// NotAdopted says why the object was not adopted, when the source asks
+	// for the copies of other tools to be adopted.
+	NotAdopted string
 }
 
 func (e *ConflictError) Error() string {
+	msg := fmt.Sprintf("%s/%s exists and is not managed by fleetmirror", e.Namespace, e.Name)
 	if e.Owner != "" {
-		return fmt.Sprintf("%s/%s already mirrors %s", e.Namespace, e.Name, e.Owner)
+		msg = fmt.Sprintf("%s/%s already mirrors %s", e.Namespace, e.Name, e.Owner)
 	}
-	return fmt.Sprintf("%s/%s exists and is not managed by fleetmirror", e.Namespace, e.Name)
+	if e.NotAdopted != "" {
+		msg += "; not adopted: " + e.NotAdopted
+	}
+	return msg
 }
 
 // ErrStaleSource says the mirror holds content from a newer source version
@@ -87,6 +98,9 @@ type Applier struct {
 type conflictMemo struct {
 	err   *ConflictError
 	until time.Time
+	// adopt is the list of tools the conflict was found with: a source
+	// that starts asking for adoption has the object looked at again.
+	adopt string
 }
 
 // conflictTTL bounds how long a conflict is taken as known without asking
@@ -144,8 +158,10 @@ func rvLess(a, b string) bool {
 // Ensure makes want exist in cluster c. With sourceVerified, want was built
 // from a source just read from the API server, so a mirror claiming newer
 // source content is wrong and is overwritten; otherwise such a mirror makes
-// Ensure return ErrStaleSource and write nothing.
-func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+// Ensure return ErrStaleSource and write nothing. An object in the way
+// that proves to be a copy of want's source made by one of the tools in
+// adopt is adopted (see adoptOrRefuse); any other is a conflict.
+func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, want *unstructured.Unstructured, sourceVerified bool, adopt ...peers.Tool) (Outcome, error) {
 	res, err := c.Objects(gvk, want.GetNamespace())
 	if err != nil {
 		return Failed, err
@@ -161,16 +177,17 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		if w.hash == wantHash {
 			return Unchanged, nil
 		}
-		return a.updateOrRefresh(ctx, key, res, w.resourceVersion, want, sourceVerified)
+		return a.updateOrRefresh(ctx, key, res, w.resourceVersion, want, sourceVerified, adopt)
 	}
 	if !cached {
-		if v, ok := a.conflicts.Load(key); ok && time.Now().Before(v.(conflictMemo).until) {
+		adoptKey := fmt.Sprint(adopt)
+		if v, ok := a.conflicts.Load(key); ok && time.Now().Before(v.(conflictMemo).until) && v.(conflictMemo).adopt == adoptKey {
 			return Conflict, v.(conflictMemo).err
 		}
-		out, err := a.create(ctx, key, res, want, sourceVerified)
+		out, err := a.create(ctx, key, res, want, sourceVerified, adopt)
 		var ce *ConflictError
 		if errors.As(err, &ce) {
-			a.conflicts.Store(key, conflictMemo{err: ce, until: time.Now().Add(conflictTTL)})
+			a.conflicts.Store(key, conflictMemo{err: ce, until: time.Now().Add(conflictTTL), adopt: adoptKey})
 		} else {
 			a.conflicts.Delete(key)
 		}
@@ -192,7 +209,7 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if observed == live.GetAnnotations()[annotations.AnnotationContentHash] {
 		// The live mirror is exactly what we wrote last: only the source
 		// changed, so the cached resourceVersion is enough to update.
-		return a.updateOrRefresh(ctx, key, res, live.GetResourceVersion(), want, sourceVerified)
+		return a.updateOrRefresh(ctx, key, res, live.GetResourceVersion(), want, sourceVerified, adopt)
 	}
 	// The mirror differs from what we wrote: a hand edit, or fields the API
 	// server added. Read it whole to tell which.
@@ -200,12 +217,12 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if err != nil {
 		return Failed, ignoreNotFoundAsRetry(err)
 	}
-	return a.reconcileLive(ctx, key, res, full, want, sourceVerified)
+	return a.reconcileLive(ctx, key, res, full, want, sourceVerified, adopt)
 }
 
-func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.Objects, full, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.Objects, full, want *unstructured.Unstructured, sourceVerified bool, adopt []peers.Tool) (Outcome, error) {
 	if err := a.checkOwner(full, want); err != nil {
-		return Conflict, err
+		return a.adoptOrRefuse(ctx, key, res, full, want, sourceVerified, adopt, err)
 	}
 	if wantHash := want.GetAnnotations()[annotations.AnnotationContentHash]; desired.Hash(full) == wantHash {
 		// Everything we propagate is in place; only our bookkeeping (such
@@ -267,7 +284,7 @@ func (a *Applier) isAccepted(uid types.UID, live, want string) bool {
 	return ok && v.(acceptance) == acceptance{live: live, want: want}
 }
 
-func (a *Applier) create(ctx context.Context, key target, res *clusters.Objects, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+func (a *Applier) create(ctx context.Context, key target, res *clusters.Objects, want *unstructured.Unstructured, sourceVerified bool, adopt []peers.Tool) (Outcome, error) {
 	got, err := res.CreateMeta(ctx, want, metav1.CreateOptions{FieldManager: a.FieldManager})
 	switch {
 	case err == nil:
@@ -279,7 +296,7 @@ func (a *Applier) create(ctx context.Context, key target, res *clusters.Objects,
 		if err != nil {
 			return Failed, ignoreNotFoundAsRetry(err)
 		}
-		return a.reconcileLive(ctx, key, res, full, want, sourceVerified)
+		return a.reconcileLive(ctx, key, res, full, want, sourceVerified, adopt)
 	case isNamespaceUnavailable(err):
 		return Skipped, nil
 	default:
@@ -307,7 +324,7 @@ func (a *Applier) update(ctx context.Context, key target, res *clusters.Objects,
 // updateOrRefresh updates from a resourceVersion known from the cache or
 // our last write. If the object moved on since (the cache lags, after a
 // partition say), it is read again and checked from scratch.
-func (a *Applier) updateOrRefresh(ctx context.Context, key target, res *clusters.Objects, resourceVersion string, want *unstructured.Unstructured, sourceVerified bool) (Outcome, error) {
+func (a *Applier) updateOrRefresh(ctx context.Context, key target, res *clusters.Objects, resourceVersion string, want *unstructured.Unstructured, sourceVerified bool, adopt []peers.Tool) (Outcome, error) {
 	out, err := a.update(ctx, key, res, resourceVersion, want)
 	if !apierrors.IsConflict(err) {
 		return out, err
@@ -316,7 +333,7 @@ func (a *Applier) updateOrRefresh(ctx context.Context, key target, res *clusters
 	if err != nil {
 		return Failed, ignoreNotFoundAsRetry(err)
 	}
-	return a.reconcileLive(ctx, key, res, full, want, sourceVerified)
+	return a.reconcileLive(ctx, key, res, full, want, sourceVerified, adopt)
 }
 
 // replace deletes live and creates want, for changes the API server refuses

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
+	"github.com/fleetmirror/fleetmirror/pkg/peers"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
@@ -318,6 +319,14 @@ func (c *Client) target(ctx context.Context, dyn dynamic.Interface, mapping *met
 		ce := &apply.ConflictError{Namespace: live.GetNamespace(), Name: live.GetName()}
 		if desired.IsMirror(live.GetLabels()) {
 			ce.Owner = live.GetAnnotations()[annotations.AnnotationSource]
+		}
+		if tools, _ := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt]); len(tools) > 0 {
+			tool, why := apply.Adoptable(t.Cluster, live, want, tools)
+			if tool != "" {
+				row.State, row.Reason = Drifted, fmt.Sprintf("a copy of the source made by %s; the agent adopts it as a mirror when it next reconciles the source", tool)
+				return row, nil
+			}
+			ce.NotAdopted = why
 		}
 		row.State, row.Reason = Conflict, ce.Error()+"; the agent leaves it alone (delete or rename it to let the mirror in)"
 		return row, nil

@@ -81,6 +81,11 @@ func TestStatusLine(t *testing.T) {
 	if got, want := statusLine(p, s, true), "remote: 3 clusters, 3/4 synced; 1 conflict; 1 over limit; eu-2 unreachable"; got != want {
 		t.Errorf("hub line = %q, want %q", got, want)
 	}
+	// An adopted mirror is a synced one.
+	s.adopted = []string{"team-a"}
+	if got, want := statusLine(p, s, false), "4/4 namespaces synced; 1 conflict; 1 over limit; eu-2 unreachable"; got != want {
+		t.Errorf("member line with an adopted mirror = %q, want %q", got, want)
+	}
 }
 
 func TestParseSourceRef(t *testing.T) {

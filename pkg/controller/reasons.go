@@ -20,6 +20,9 @@ const (
 	ReasonSourceRefused = "SourceRefused"
 	// ReasonSyncFailed: writing some mirrors failed; they are retried.
 	ReasonSyncFailed = "SyncFailed"
+	// ReasonAdopted: objects in the way, proven copies of the source made
+	// by another tool (fleetmirror.io/adopt), became its mirrors.
+	ReasonAdopted = "Adopted"
 )
 
 // ReasonClusterUnreachable says a target cluster cannot be reached; its

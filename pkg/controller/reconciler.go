@@ -30,6 +30,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+	"github.com/fleetmirror/fleetmirror/pkg/peers"
 )
 
 // Reconciler keeps the mirrors of sources where their annotations say.
@@ -103,6 +104,8 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		return r.refuseMirror(ctx, c, key, src, ref)
 	}
 	req := annotations.Parse(src.GetLabels(), src.GetAnnotations())
+	_, adoptProblems := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
+	req.Problems = append(req.Problems, adoptProblems...)
 	if refusal := desired.Refusal(key.GVK, src); refusal != "" {
 		r.warnIf(c, src, ReasonSourceRefused, true, "Not mirrored: %s", refusal)
 		req.Sync = false
@@ -296,6 +299,9 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 	results := make([]result, len(tgts))
 	opts := r.build
 	opts.SourceCluster = key.Cluster
+	// The tools whose proven copies are adopted; reconcile reports the
+	// entries that are not tools.
+	adopt, _ := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
 	workqueue.ParallelizeUntil(ctx, max(r.opts.Parallelism, 1), len(tgts), func(i int) {
 		t := tgts[i]
 		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, tr)
@@ -306,10 +312,10 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 		}
 		callCtx, cancel := r.callContext(ctx, t.Cluster)
 		defer cancel()
-		outcome, err := r.Applier.Ensure(callCtx, t.Cluster, key.GVK, want, verified)
+		outcome, err := r.Applier.Ensure(callCtx, t.Cluster, key.GVK, want, verified, adopt...)
 		results[i].outcome, results[i].err = outcome, clusters.CallError(callCtx, err)
 		switch outcome {
-		case apply.Created, apply.Updated, apply.Replaced:
+		case apply.Created, apply.Updated, apply.Replaced, apply.Adopted:
 			if !observedAt.IsZero() {
 				metrics.ObservePropagation(metrics.KindLabel(key.GVK), key.Cluster, t.Cluster.Name(), time.Since(observedAt))
 			}
@@ -370,6 +376,14 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	if changed := sum.created + sum.updated + sum.replaced + sum.deleted; changed > 0 {
 		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsSynced,
 			"Created %d, updated %d, replaced %d, deleted %d mirrors; %s", sum.created, sum.updated, sum.replaced, sum.deleted, line)
+	}
+	if len(sum.adopted) > 0 {
+		names := make([]string, len(sum.adopted))
+		for i, ns := range sum.adopted {
+			names[i] = ns + "/" + key.Name
+		}
+		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonAdopted, "Adopted proven copies of this source made by another tool; they are mirrors now: %s",
+			joinLimited(names))
 	}
 	r.warnIf(c, src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
 	r.warnIf(c, src, ReasonSyncFailed, len(sum.failures) > 0, "Writing failed, will retry: %s", joinLimited(sum.failures))

@@ -25,6 +25,8 @@ type summary struct {
 	created, updated, replaced, unchanged, deleted, skipped int
 	transformSkipped                                        int
 	conflicts, failures                                     []string
+	// adopted lists the namespaces of the mirrors adopted.
+	adopted []string
 	// transformErrs describe failed rules and targets skipped for them.
 	transformErrs []string
 	errors        []error
@@ -48,6 +50,8 @@ func (s *summary) record(kind string, r result) {
 		s.replaced++
 	case apply.Unchanged:
 		s.unchanged++
+	case apply.Adopted:
+		s.adopted = append(s.adopted, r.namespace)
 	case apply.Deleted:
 		s.deleted++
 	case apply.Skipped:
@@ -71,6 +75,7 @@ func (s *summary) add(o summary) {
 	s.transformSkipped += o.transformSkipped
 	s.transformErrs = append(s.transformErrs, o.transformErrs...)
 	s.conflicts = append(s.conflicts, o.conflicts...)
+	s.adopted = append(s.adopted, o.adopted...)
 	s.failures = append(s.failures, o.failures...)
 	s.errors = append(s.errors, o.errors...)
 }
@@ -79,7 +84,7 @@ func (s *summary) err() error { return errs(s.errors) }
 
 // statusLine is this writer's part of AnnotationStatus.
 func statusLine(p Plan, s summary, remote bool) string {
-	synced := s.created + s.updated + s.replaced + s.unchanged
+	synced := s.created + s.updated + s.replaced + s.unchanged + len(s.adopted)
 	var parts []string
 	if remote {
 		parts = append(parts, fmt.Sprintf("%s%s, %d/%d synced", remotePrefix, count(p.Clusters, "cluster"), synced, len(p.Targets)))

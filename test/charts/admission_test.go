@@ -29,6 +29,7 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+	"github.com/fleetmirror/fleetmirror/pkg/peers"
 )
 
 // The API server of the tests that need one, started by the first of them
@@ -224,6 +225,10 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 		{"targets over 16 KiB", enabled, map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationTargetNamespaces: strings.Repeat("team-a,", 16*1024/7+1)}, []string{
 			"fleetmirror.io/target-namespaces is longer than 16384 bytes, so the agent ignores all of it",
 		}},
+		{"source adopting the copies of other tools", enabled, map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationAdopt: "reflector, replicator,kubemirror"}, nil},
+		{"adopt naming an unknown tool", enabled, map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationAdopt: "reflector, config-syncer"}, []string{
+			`fleetmirror.io/adopt: the agent ignores "config-syncer", which are not tools; write a comma-separated list of reflector, replicator and kubemirror`,
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msgs, err := createSecret(ctx, cs, w, ns, tc.lbls, tc.anns)
@@ -290,24 +295,7 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 // against pkg/annotations.Parse on a real API server: an entry list draws
 // the warning exactly when the agent reports a problem with it.
 func TestAdmissionTargetsMatchTheParser(t *testing.T) {
-	api := apiServer(t)
-	ctx := context.Background()
-	cs, w := warningClient(t, api.Config)
-	out, err := templateRelease(t, "targets", filepath.Join(root, "charts", "hub"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := parseManifests(t, out)
-	applyRendered(ctx, t, api.Client, ms, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-	policy := ms.Get(t, "ValidatingAdmissionPolicy", "-annotations").Name
-	warned := func(value string) bool {
-		t.Helper()
-		msgs, err := createSecret(ctx, cs, w, "default", enabled, map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationTargetNamespaces: value})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.ContainsFunc(ours(msgs, policy), func(m string) bool { return strings.Contains(m, annotations.AnnotationTargetNamespaces) })
-	}
+	warned := policyWarnsAbout(t, "targets", "hub", annotations.AnnotationTargetNamespaces)
 	NewWithT(t).Eventually(func() bool { return warned("Bad_NS") }, 30*time.Second, 200*time.Millisecond).Should(BeTrue())
 
 	long := func(n int) string { return strings.Repeat("a", n) }
@@ -323,6 +311,51 @@ func TestAdmissionTargetsMatchTheParser(t *testing.T) {
 		agent := len(parsed.Problems) > 0
 		if got := warned(v); got != agent {
 			t.Errorf("target-namespaces %q: policy warns %v, agent reports problems %v %q", v, got, agent, parsed.Problems)
+		}
+	}
+}
+
+// policyWarnsAbout installs the admission policy of chart as release on the
+// test API server and returns a function that creates a source whose
+// annotation key holds value and reports whether the policy warns about
+// key. The policy may need a moment before it serves.
+func policyWarnsAbout(t *testing.T, release, chart, key string) func(value string) bool {
+	t.Helper()
+	api := apiServer(t)
+	ctx := context.Background()
+	cs, w := warningClient(t, api.Config)
+	out, err := templateRelease(t, release, filepath.Join(root, "charts", chart), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := parseManifests(t, out)
+	applyRendered(ctx, t, api.Client, ms, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+	policy := ms.Get(t, "ValidatingAdmissionPolicy", "-annotations").Name
+	return func(value string) bool {
+		t.Helper()
+		msgs, err := createSecret(ctx, cs, w, "default", enabled, map[string]string{annotations.AnnotationSync: "true", key: value})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(ours(msgs, policy), func(m string) bool { return strings.Contains(m, key) })
+	}
+}
+
+// TestAdmissionAdoptMatchesTheParser checks the policy's rule for
+// fleetmirror.io/adopt against peers.ParseAdopt on a real API server: a
+// value draws the warning exactly when the agent reports a problem with it.
+func TestAdmissionAdoptMatchesTheParser(t *testing.T) {
+	warned := policyWarnsAbout(t, "adopt", "member", annotations.AnnotationAdopt)
+	NewWithT(t).Eventually(func() bool { return warned("nope") }, 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+
+	values := []string{"", " , ", "reflector", "replicator,kubemirror", " kubemirror ,, reflector ,", "reflector,reflector", "Reflector", "all", "reflector;replicator", "reflector replicator", "kube-mirror", "reflector,\tx", "reflector\t, replicator"}
+	for _, tool := range peers.Tools {
+		values = append(values, string(tool))
+	}
+	for _, v := range values {
+		_, problems := peers.ParseAdopt(v)
+		if got := warned(v); got != (len(problems) > 0) {
+			t.Errorf("adopt %q: policy warns %v, agent reports problems %q", v, got, problems)
 		}
 	}
 }

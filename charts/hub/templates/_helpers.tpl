@@ -264,6 +264,7 @@ Mirrors (their label) and the agents' own writes are not checked.
 {{- $ns := printf "(%s|%s)" $label $glob }}
 {{- $cluster := printf "(%s([.]%s)*|%s)" $label $label $glob }}
 {{- $misspelled := include "fleetmirror.celList" (list "all-labelled" "all-label" "alllabeled" "labeled" "all-namespaces" "any") }}
+{{- $tools := include "fleetmirror.celList" (list "reflector" "replicator" "kubemirror") }}
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
@@ -325,6 +326,13 @@ spec:
           !(e.matches('^{{ $cluster }}/{{ $ns }}$') &&
             e.split('/')[0].size() <= 253 && e.split('/')[1].size() <= 63 &&
             !(e.split('/')[1] in {{ $misspelled }})))
+    # Entries of fleetmirror.io/adopt as pkg/peers.ParseAdopt reads them.
+    - name: badAdopt
+      expression: |-
+        ('fleetmirror.io/adopt' in variables.annotations ?
+          variables.annotations['fleetmirror.io/adopt'].split(',').map(e, e.trim()).filter(e, e != '') :
+          []
+        ).filter(e, !(e in {{ $tools }}))
   validations:
     - expression: |-
         variables.enabled || variables.keys.all(k, k == 'fleetmirror.io/status')
@@ -368,6 +376,14 @@ spec:
         'fleetmirror.io/target-namespaces: the agent skips the invalid entries ' +
         variables.badTargets.map(e, e.matches('\\p{Cc}') ? 'with control characters' : '"' + e + '"').join(', ') +
         '; write each comma-separated entry as a namespace name (a lowercase DNS label), a glob of a-z, 0-9, "-", ".", "*" and "?", all, all-labeled, or CLUSTER/NAMESPACE'
+    - expression: variables.badAdopt.size() == 0
+      message: >-
+        fleetmirror.io/adopt has entries the agent ignores: write a
+        comma-separated list of reflector, replicator and kubemirror.
+      messageExpression: |-
+        'fleetmirror.io/adopt: the agent ignores ' +
+        variables.badAdopt.map(e, e.matches('\\p{Cc}') ? 'an entry with control characters' : '"' + e + '"').join(', ') +
+        ', which are not tools; write a comma-separated list of reflector, replicator and kubemirror'
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding

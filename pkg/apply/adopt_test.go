@@ -1,0 +1,192 @@
+package apply_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apply"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/peers"
+)
+
+// reflected is the copy kubernetes-reflector makes of app/db in ns: no
+// labels, its four annotations, the source's type and data.
+func reflected(ns, reflects string) *unstructured.Unstructured {
+	u := foreign(nil, ns)
+	u.SetAnnotations(map[string]string{
+		peers.ReflectorAutoReflects:     "True",
+		peers.ReflectorReflects:         reflects,
+		peers.ReflectorReflectedVersion: "9",
+		peers.ReflectorReflectedAt:      "2026-05-01T10:00:00.0000000+00:00",
+	})
+	return u
+}
+
+// TestEnsureAdopts runs Ensure with tools to adopt against objects in the
+// way: a proven copy becomes our mirror in one write; anything else stays
+// a conflict, untouched, with the reason it was not adopted.
+func TestEnsureAdopts(t *testing.T) {
+	c, w := startCluster(t)
+	v1 := source("app", "10", data(one))
+	all := peers.Tools
+	tests := []struct {
+		name     string
+		existing func(g Gomega, ns string) *unstructured.Unstructured
+		tools    []peers.Tool
+		// cluster is the source's cluster; "" for the cluster written to.
+		cluster string
+		outcome apply.Outcome
+		// notAdopted is part of ConflictError.NotAdopted.
+		notAdopted string
+		// replaced: the copy is deleted and created again.
+		replaced bool
+	}{
+		{name: "reflector's copy of the source: adopted", existing: func(g Gomega, ns string) *unstructured.Unstructured { return reflected(ns, "app/db") }, tools: all, outcome: apply.Adopted},
+		{
+			name: "immutable copy: adopted by replacing it",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				u := reflected(ns, "app/db")
+				u.Object["immutable"] = true
+				return u
+			},
+			tools: all, outcome: apply.Adopted, replaced: true,
+		},
+		{
+			name:     "reflector's copy, reflector not listed: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured { return reflected(ns, "app/db") }, tools: []peers.Tool{peers.Kubemirror},
+			outcome: apply.Conflict, notAdopted: "kubemirror: no kubemirror mirror labels",
+		},
+		{
+			name:     "adoption not asked for: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured { return reflected(ns, "app/db") },
+			outcome:  apply.Conflict,
+		},
+		{
+			name:     "copy of another source: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured { return reflected(ns, "other/db") }, tools: all,
+			outcome: apply.Conflict, notAdopted: `reflector: it reflects "other/db", not app/db`,
+		},
+		{
+			name:     "unproven object of the same name: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured { return foreign(g, ns) }, tools: all,
+			outcome: apply.Conflict, notAdopted: "reflector: no " + peers.ReflectorReflects,
+		},
+		{
+			name:     "source in another cluster: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured { return reflected(ns, "app/db") }, tools: all, cluster: "elsewhere",
+			outcome: apply.Conflict, notAdopted: "the source is in cluster elsewhere",
+		},
+		{
+			name: "proven copy with another controller's finalizer: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				u := reflected(ns, "app/db")
+				u.SetFinalizers([]string{"example.com/keep"})
+				return u
+			},
+			tools: all, outcome: apply.Conflict, notAdopted: "finalizers (example.com/keep)",
+		},
+		{
+			name: "proven copy that is a fleetmirror source itself: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				u := reflected(ns, "app/db")
+				u.SetLabels(map[string]string{annotations.LabelEnabled: "true"})
+				a := u.GetAnnotations()
+				a[annotations.AnnotationSync] = "true"
+				u.SetAnnotations(a)
+				return u
+			},
+			tools: all, outcome: apply.Conflict, notAdopted: "a fleetmirror source itself",
+		},
+		{
+			name: "our mirror of another source, with a copy's marks: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				u := mirror(g, source("elsewhere", "3", data(two)), ns, managedBy)
+				a := u.GetAnnotations()
+				a[peers.ReflectorReflects] = "app/db"
+				u.SetAnnotations(a)
+				return u
+			},
+			tools: all, outcome: apply.Conflict,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := namespace(g, "adopt")
+			before := create(g, c, tt.existing(g, ns))
+			src := tt.cluster
+			if src == "" {
+				src = cluster
+			}
+			want, _, err := desired.Build(v1, desired.Target{Cluster: cluster, Namespace: ns}, desired.Options{SourceCluster: src, ManagedBy: managedBy}, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			a := &apply.Applier{FieldManager: "fleetmirror-test", ManagedBy: managedBy}
+			written := w.Writes()
+
+			outcome, err := a.Ensure(context.Background(), c, secrets, want, false, tt.tools...)
+
+			g.Expect(outcome).To(Equal(tt.outcome))
+			live, gerr := get(ns, "db")
+			g.Expect(gerr).NotTo(HaveOccurred())
+			if tt.outcome == apply.Conflict {
+				var ce *apply.ConflictError
+				g.Expect(errors.As(err, &ce)).To(BeTrue(), "error %v", err)
+				if tt.notAdopted == "" {
+					g.Expect(ce.NotAdopted).To(BeEmpty())
+				} else {
+					g.Expect(ce.NotAdopted).To(ContainSubstring(tt.notAdopted))
+					g.Expect(ce.Error()).To(And(ContainSubstring("; not adopted: "), ContainSubstring(tt.notAdopted)))
+				}
+				g.Expect(w.Writes()).To(Equal(written), "Ensure wrote")
+				g.Expect(live.GetResourceVersion()).To(Equal(before.GetResourceVersion()), "object touched")
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(w.Writes()-written).To(Equal(map[bool]int{false: 1, true: 2}[tt.replaced]), "writes")
+			g.Expect(live.GetUID() == before.GetUID()).To(Equal(!tt.replaced), "same object")
+			g.Expect(desired.Owned(live.GetLabels(), live.GetAnnotations(), managedBy, desired.SourceRef(src, "app", "db"))).To(BeTrue(), "not our mirror: %v", live.GetLabels())
+			g.Expect(live.GetAnnotations()).To(Equal(want.GetAnnotations()), "the reflector's annotations are gone")
+			g.Expect(live.Object["data"]).To(HaveKeyWithValue("k", one))
+			for _, mf := range live.GetManagedFields() {
+				g.Expect(mf.Manager).To(Equal("fleetmirror-test"), "managedFields of the copy's earlier writers")
+			}
+
+			// Ours now: the next Ensure, even with nothing to adopt,
+			// finds it in sync and writes nothing.
+			g.Eventually(func() string {
+				m, _ := c.Mirror(secrets, ns, "db")
+				if m == nil {
+					return ""
+				}
+				return m.GetResourceVersion()
+			}, 10*time.Second).Should(Equal(live.GetResourceVersion()))
+			written = w.Writes()
+			g.Expect(a.Ensure(context.Background(), c, secrets, want, false)).To(Equal(apply.Unchanged))
+			g.Expect(w.Writes()).To(Equal(written))
+		})
+	}
+}
+
+// A conflict found without adoption is remembered; a source that then asks
+// for adoption has the object looked at again at once, not after the
+// memory expires.
+func TestEnsureAdoptsPastRememberedConflict(t *testing.T) {
+	c, _ := startCluster(t)
+	g := NewWithT(t)
+	ns := namespace(g, "adopt-memo")
+	create(g, c, reflected(ns, "app/db"))
+	want := mirror(g, source("app", "10", data(one)), ns, managedBy)
+	a := &apply.Applier{FieldManager: "fleetmirror-test", ManagedBy: managedBy}
+
+	outcome, _ := a.Ensure(context.Background(), c, secrets, want, false)
+	g.Expect(outcome).To(Equal(apply.Conflict))
+	outcome, err := a.Ensure(context.Background(), c, secrets, want, false, peers.Reflector)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(outcome).To(Equal(apply.Adopted))
+}
