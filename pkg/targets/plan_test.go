@@ -228,7 +228,7 @@ func TestPlanHub(t *testing.T) {
 			explained: "ClusterNotSelected=east/,east-2/,hub/,lost/,north/,slow/,south/ SourceCluster=src/ NotMatched=west/default,west/team-c"},
 		{name: "namespace selector in the clusters the cluster selector selects",
 			annotations: selecting("", "tier=web", annotations.AnnotationTargetClusterSelector, "env=prod"),
-			targets: "east/team-a,hub/team-a", refused: "east/app-2,hub/fleetmirror-system", clusters: 2,
+			targets:     "east/team-a,hub/team-a", refused: "east/app-2,hub/fleetmirror-system", clusters: 2,
 			unreachable: "south", since: "south", pending: 2,
 			dropped:   "OptedOut=east/app-2 Terminating=east/app-4 ExcludedNamespace=hub/fleetmirror-system ClusterUnreachable=south/ ClusterPending=north/,slow/",
 			explained: "ClusterNotSelected=east-2/,lost/,west/ SourceCluster=src/ NotMatched=east/default,east/team-b,east/app-1,hub/default,hub/kube-system"},
