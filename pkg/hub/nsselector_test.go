@@ -7,7 +7,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
@@ -33,23 +32,6 @@ func selectorSource(ns, name, entries, selector, clusterSelector string) *corev1
 	return s
 }
 
-// labelNamespace sets (value not empty) or removes label key of namespace
-// name in c.
-func labelNamespace(t *testing.T, c *fleettest.Cluster, name, key, value string) {
-	t.Helper()
-	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	change(t, c, n, func() {
-		if value == "" {
-			delete(n.Labels, key)
-			return
-		}
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
-		n.Labels[key] = value
-	})
-}
-
 // With target-cluster-selector, the namespace selector selects in every
 // cluster the cluster selector selects but the source's: member-b (env=prod)
 // only. Relabelling a namespace there adds or removes its mirror at once.
@@ -69,10 +51,10 @@ func TestNamespaceSelectorReachesSelectedClusters(t *testing.T) {
 	})
 	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
 
-	labelNamespace(t, memB, later, key, "in")
+	fleettest.LabelNamespace(t, wait, memB, later, key, "in")
 	fleettest.EventuallyExists(t, relabelled, memB, fleettest.Secret(later, s.Name), nil)
 	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 2/2 synced"))
-	labelNamespace(t, memB, shared, key, "")
+	fleettest.LabelNamespace(t, wait, memB, shared, key, "")
 	fleettest.EventuallyGone(t, relabelled, memB, fleettest.Secret(shared, s.Name))
 	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
 

@@ -7,7 +7,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/controller"
@@ -39,19 +38,10 @@ func selectorSource(ns, name, entries, selector string) *corev1.Secret {
 }
 
 // labelNamespace sets (value not empty) or removes label key of namespace
-// name, as `kubectl label namespace` would.
+// name.
 func labelNamespace(t *testing.T, name, key, value string) {
 	t.Helper()
-	change(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, func(n *corev1.Namespace) {
-		if value == "" {
-			delete(n.Labels, key)
-			return
-		}
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
-		n.Labels[key] = value
-	})
+	fleettest.LabelNamespace(t, wait, fleet.Hub, name, key, value)
 }
 
 // A namespace labelled to match the selector gains the mirror at once, and
@@ -154,7 +144,9 @@ func TestNamespaceSelectorInvalid(t *testing.T) {
 	}, settle, poll).Should(BeEmpty())
 
 	// Fixed, it selects.
-	change(t, bad, func(s *corev1.Secret) { s.Annotations[annotations.AnnotationTargetNamespaceSelector] = key + " in (in)" })
+	change(t, bad, func(s *corev1.Secret) {
+		s.Annotations[annotations.AnnotationTargetNamespaceSelector] = key + " in (in)"
+	})
 	eventuallySecret(t, ns[1], bad.Name, nil)
 	g.Eventually(status(bad), timeout, poll).Should(Equal("2/2 namespaces synced"))
 }
