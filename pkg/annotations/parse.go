@@ -80,6 +80,10 @@ type Request struct {
 	MaxTargets int
 	// ClusterSelector limits the clusters Remote entries reach; nil selects all.
 	ClusterSelector labels.Selector
+	// NamespaceSelector selects namespaces by their labels as targets, in
+	// addition to the entries; nil when the source has none. An invalid or
+	// empty one is a Problem and selects nothing.
+	NamespaceSelector labels.Selector
 	// Transform holds the parsed AnnotationTransform; nil when the source
 	// has none or its rules are invalid.
 	Transform *Transform
@@ -131,6 +135,9 @@ func Parse(objLabels, objAnnotations map[string]string) Request {
 		}
 		r.ClusterSelector = sel
 	}
+	if v, ok := objAnnotations[AnnotationTargetNamespaceSelector]; ok {
+		r.NamespaceSelector = r.parseNamespaceSelector(v)
+	}
 	if text, ok := objAnnotations[AnnotationTransform]; ok {
 		// Rules may not write our own keys: they prove who owns a mirror.
 		rules, err := transform.Parse(text, transform.DefaultLimits(), Prefix)
@@ -141,6 +148,34 @@ func Parse(objLabels, objAnnotations map[string]string) Request {
 		}
 	}
 	return r
+}
+
+// parseNamespaceSelector parses AnnotationTargetNamespaceSelector. A
+// selector that does not parse, or an empty one, selects nothing: the
+// empty selector would select every namespace, and a typo must not.
+func (r *Request) parseNamespaceSelector(v string) labels.Selector {
+	sel, err := labels.Parse(v)
+	switch {
+	case err != nil:
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %v; no namespace is selected", AnnotationTargetNamespaceSelector, err))
+	case sel.Empty():
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: empty, which would select every namespace; no namespace is selected (write %s: %s to mean every namespace)",
+			AnnotationTargetNamespaceSelector, AnnotationTargetNamespaces, KeywordAll))
+	default:
+		return sel
+	}
+	return labels.Nothing()
+}
+
+// RemoteNamespaceSelector is the NamespaceSelector where it reaches the
+// clusters a hub targets: only together with a ClusterSelector, so that a
+// namespace selector alone never fans out over every cluster. Nil when it
+// does not apply there.
+func (r *Request) RemoteNamespaceSelector() labels.Selector {
+	if r.ClusterSelector == nil {
+		return nil
+	}
+	return r.NamespaceSelector
 }
 
 func (r *Request) parseTargets(value string) {

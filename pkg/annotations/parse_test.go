@@ -2,6 +2,7 @@ package annotations
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -174,6 +175,67 @@ func TestPatternMatch(t *testing.T) {
 	}
 }
 
+func TestParseNamespaceSelector(t *testing.T) {
+	tests := []struct {
+		name     string
+		ann      map[string]string
+		none     bool              // NamespaceSelector is nil
+		selects  map[string]string // namespace labels it must select, when set
+		rejects  map[string]string
+		problem  string // the one Problem contains it; "" means none
+		remote   bool   // RemoteNamespaceSelector is not nil
+		entities int    // len(Local), unchanged by the selector
+	}{
+		{name: "absent", ann: map[string]string{}, none: true},
+		{name: "equality", ann: map[string]string{AnnotationTargetNamespaceSelector: "team=payments"},
+			selects: map[string]string{"team": "payments", "x": "y"}, rejects: map[string]string{"team": "web"}},
+		{name: "set based", ann: map[string]string{AnnotationTargetNamespaceSelector: "env in (prod, staging), !legacy"},
+			selects: map[string]string{"env": "staging"}, rejects: map[string]string{"env": "prod", "legacy": ""}},
+		{name: "beside entries", ann: map[string]string{AnnotationTargetNamespaceSelector: "team", AnnotationTargetNamespaces: "a, b"},
+			selects: map[string]string{"team": ""}, rejects: map[string]string{}, entities: 2},
+		{name: "with a cluster selector it reaches other clusters",
+			ann:     map[string]string{AnnotationTargetNamespaceSelector: "team=a", AnnotationTargetClusterSelector: "env=prod"},
+			selects: map[string]string{"team": "a"}, remote: true},
+		{name: "invalid selects nothing", ann: map[string]string{AnnotationTargetNamespaceSelector: "team in (a"},
+			rejects: map[string]string{"team": "a"}, problem: AnnotationTargetNamespaceSelector + ": "},
+		{name: "invalid value", ann: map[string]string{AnnotationTargetNamespaceSelector: "team=a b"},
+			rejects: map[string]string{"team": "a b"}, problem: "no namespace is selected"},
+		{name: "empty selects nothing", ann: map[string]string{AnnotationTargetNamespaceSelector: ""},
+			rejects: map[string]string{}, problem: "write fleetmirror.io/target-namespaces: all to mean every namespace"},
+		{name: "blank selects nothing", ann: map[string]string{AnnotationTargetNamespaceSelector: " \t"},
+			rejects: map[string]string{"team": "a"}, problem: "would select every namespace"},
+		{name: "invalid with a cluster selector selects nothing there either",
+			ann:     map[string]string{AnnotationTargetNamespaceSelector: "=", AnnotationTargetClusterSelector: "env=prod"},
+			rejects: map[string]string{}, problem: AnnotationTargetNamespaceSelector, remote: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Parse(nil, tt.ann)
+			if (r.NamespaceSelector == nil) != tt.none {
+				t.Fatalf("NamespaceSelector = %v, want nil: %v", r.NamespaceSelector, tt.none)
+			}
+			if tt.selects != nil && !r.NamespaceSelector.Matches(labelSet(tt.selects)) {
+				t.Errorf("selector %v does not select %v", r.NamespaceSelector, tt.selects)
+			}
+			if tt.rejects != nil && r.NamespaceSelector.Matches(labelSet(tt.rejects)) {
+				t.Errorf("selector %v selects %v", r.NamespaceSelector, tt.rejects)
+			}
+			switch {
+			case tt.problem == "" && len(r.Problems) > 0:
+				t.Errorf("problems = %q, want none", r.Problems)
+			case tt.problem != "" && (len(r.Problems) != 1 || !strings.Contains(r.Problems[0], tt.problem)):
+				t.Errorf("problems = %q, want one containing %q", r.Problems, tt.problem)
+			}
+			if got := r.RemoteNamespaceSelector() != nil; got != tt.remote {
+				t.Errorf("RemoteNamespaceSelector() set = %v, want %v", got, tt.remote)
+			}
+			if len(r.Local) != tt.entities {
+				t.Errorf("local entries = %v, want %d", r.Local, tt.entities)
+			}
+		})
+	}
+}
+
 type labelSet map[string]string
 
 func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
@@ -184,13 +246,32 @@ func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok 
 // every accepted entry is a well-formed pattern.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"a, b", "app-*/team-?", "*/shared", "all,all-labeled", "/x", "a/b/c", "ALL", "x[", strings.Repeat("a,", 100)} {
-		f.Add(s, "3", "env in (a,b)")
+		f.Add(s, "3", "env in (a,b)", "team=a")
 	}
-	f.Fuzz(func(t *testing.T, targets, max, selector string) {
+	f.Add("", "", "", "")
+	f.Add("a", "1", "", "team in (a, b), !legacy")
+	f.Add("a", "1", "env", "team in (a")
+	f.Fuzz(func(t *testing.T, targets, max, selector, nsSelector string) {
 		r := Parse(map[string]string{LabelEnabled: "true"}, map[string]string{
 			AnnotationSync: "true", AnnotationTargetNamespaces: targets,
 			AnnotationMaxTargets: max, AnnotationTargetClusterSelector: selector,
+			AnnotationTargetNamespaceSelector: nsSelector,
 		})
+		// A namespace selector is never absent when written, and never
+		// selects every namespace: an empty one is refused.
+		if r.NamespaceSelector == nil || r.NamespaceSelector.Empty() {
+			t.Fatalf("namespace selector %q parsed to %v", nsSelector, r.NamespaceSelector)
+		}
+		// What status prints of a valid one means the same to the agent.
+		if !slices.ContainsFunc(r.Problems, func(p string) bool { return strings.HasPrefix(p, AnnotationTargetNamespaceSelector) }) {
+			again := Parse(nil, map[string]string{AnnotationTargetNamespaceSelector: r.NamespaceSelector.String()})
+			if len(again.Problems) > 0 || again.NamespaceSelector.String() != r.NamespaceSelector.String() {
+				t.Fatalf("namespace selector %q prints as %q, which parses to %v %q", nsSelector, r.NamespaceSelector, again.NamespaceSelector, again.Problems)
+			}
+		}
+		if rs := r.RemoteNamespaceSelector(); rs != nil && r.ClusterSelector == nil {
+			t.Fatalf("namespace selector %q reaches other clusters without a cluster selector", nsSelector)
+		}
 		for _, p := range append(r.Local, remoteNamespaces(r.Remote)...) {
 			if p.Raw == "" || strings.ContainsAny(p.Raw, ",/ []\\") || !utf8.ValidString(p.Raw) {
 				t.Fatalf("accepted malformed pattern %q from %q", p.Raw, targets)

@@ -77,7 +77,10 @@ type Source struct {
 	Entries         []string `json:"entries"`
 	RemoteEntries   []string `json:"remoteEntries,omitempty"`
 	ClusterSelector string   `json:"clusterSelector,omitempty"`
-	MaxTargets      int      `json:"maxTargets,omitempty"`
+	// NamespaceSelector is target-namespace-selector when it is valid (an
+	// invalid one selects nothing and is among Problems).
+	NamespaceSelector string `json:"namespaceSelector,omitempty"`
+	MaxTargets        int    `json:"maxTargets,omitempty"`
 	// Transform is "none", "present" or "invalid"; TransformError says why.
 	Transform      string   `json:"transform"`
 	TransformError string   `json:"transformError,omitempty"`
@@ -189,6 +192,9 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 	if req.ClusterSelector != nil {
 		s.ClusterSelector = req.ClusterSelector.String()
 	}
+	if req.NamespaceSelector != nil {
+		s.NamespaceSelector = req.NamespaceSelector.String()
+	}
 	switch {
 	case req.TransformErr != nil:
 		s.Transform, s.TransformError = "invalid", req.TransformErr.Error()
@@ -224,7 +230,7 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 	for _, d := range out.Decisions {
 		r.Targets = append(r.Targets, Target{Cluster: d.Cluster, Namespace: d.Namespace, State: Excluded, Reason: string(d.Reason) + ": " + d.Message})
 	}
-	if c.Hub != nil && len(req.Remote) > 0 {
+	if c.Hub != nil && (len(req.Remote) > 0 || req.RemoteNamespaceSelector() != nil) {
 		rows, err := c.remoteTargets(ctx, mapping, src, req)
 		if err != nil {
 			return nil, err
@@ -241,9 +247,10 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 // hub's.
 type writer struct{ managedBy, fieldManager string }
 
-// remoteTargets resolves the CLUSTER/NS entries over the hub's fleet with
-// the hub's policy, as the hub does, and decides each target's state with
-// the hub's identity. Clusters that do not answer are Unreachable.
+// remoteTargets resolves the CLUSTER/NS entries, and the namespace selector
+// with a cluster selector, over the hub's fleet with the hub's policy, as
+// the hub does, and decides each target's state with the hub's identity.
+// Clusters that do not answer are Unreachable.
 func (c *Client) remoteTargets(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request) ([]Target, error) {
 	ho := c.Hub.Options
 	snap := targets.Fleet{}

@@ -52,6 +52,9 @@ func printReport(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "Remote:      %s\n", strings.Join(s.RemoteEntries, ", "))
 		fmt.Fprintf(&b, "             %s\n", s.RemoteNote)
 	}
+	if s.NamespaceSelector != "" {
+		fmt.Fprintf(&b, "NS selector: %s\n", s.NamespaceSelector)
+	}
 	if s.ClusterSelector != "" {
 		fmt.Fprintf(&b, "Selector:    %s\n", s.ClusterSelector)
 	}
@@ -93,7 +96,11 @@ func printReport(w io.Writer, r *Report) error {
 		return err
 	}
 	if unmatched > 0 {
-		fmt.Fprintf(w, "(%d other namespaces match no entry; -o json lists them)\n", unmatched)
+		what := "match no entry"
+		if s.NamespaceSelector != "" {
+			what = "match no entry and are not selected"
+		}
+		fmt.Fprintf(w, "(%d other namespaces %s; -o json lists them)\n", unmatched, what)
 	}
 	if len(s.Events) == 0 {
 		_, err := fmt.Fprintln(w, "\nEvents: none")

@@ -3,10 +3,15 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
@@ -94,9 +99,9 @@ func explain(r *Report, agent Agent, in string) Answer {
 			Cause: fmt.Sprintf("Not mirrored: the rules of %s are invalid, and nothing is written until they are fixed: %s", annotations.AnnotationTransform, s.TransformError),
 			Fix:   "fix the rules (docs/annotations.md, Transforms)",
 		}
-	case len(s.Entries) == 0 && len(s.RemoteEntries) > 0 && in == "":
+	case len(s.Entries) == 0 && s.NamespaceSelector == "" && len(s.RemoteEntries) > 0 && in == "":
 		return Answer{Cause: "Only remote entries: " + s.RemoteNote + "."}
-	case len(s.Entries) == 0 && len(s.RemoteEntries) == 0:
+	case len(s.Entries) == 0 && s.NamespaceSelector == "" && len(s.RemoteEntries) == 0:
 		cause := fmt.Sprintf("Not mirrored: %s names no namespace.", annotations.AnnotationTargetNamespaces)
 		if len(s.Problems) > 0 {
 			cause += " " + strings.Join(s.Problems, "; ")
@@ -113,6 +118,7 @@ func explain(r *Report, agent Agent, in string) Answer {
 // about a whole cluster (unreachable, not selected) answers for each of its
 // namespaces.
 func explainIn(r *Report, agent Agent, obj, in string) Answer {
+	selector := r.Source.NamespaceSelector
 	cluster, ns, remote := strings.Cut(in, "/")
 	if !remote {
 		cluster, ns = agent.Options.ClusterName, in
@@ -137,7 +143,11 @@ func explainIn(r *Report, agent Agent, obj, in string) Answer {
 			return Answer{Cause: fmt.Sprintf("%s is a target; its state is %s: %s.", in, t.State, t.Reason), Fix: stateFix(t.State, in)}
 		}
 		reason, msg, _ := strings.Cut(t.Reason, ": ")
-		return Answer{Cause: fmt.Sprintf("Not mirrored into %s: %s.", in, msg), Fix: decisionFix(targets.Reason(reason), agent, obj, in)}
+		fix := decisionFix(targets.Reason(reason), agent, obj, in)
+		if targets.Reason(reason) == targets.NotMatched && strings.Contains(msg, annotations.AnnotationTargetNamespaceSelector) {
+			fix = selectFix(obj, in, ns, selector)
+		}
+		return Answer{Cause: fmt.Sprintf("Not mirrored into %s: %s.", in, msg), Fix: fix}
 	}
 	return Answer{
 		Cause: fmt.Sprintf("Not mirrored into %s: the namespace does not exist.", in),
@@ -167,6 +177,34 @@ func decisionFix(reason targets.Reason, agent Agent, obj, in string) string {
 	return ""
 }
 
+// selectFix says how to reach in (namespace ns) for a source whose
+// namespace selector does not select it: name it, or label it so that the
+// selector does, with the labels to set when the selector only asks for
+// values.
+func selectFix(obj, in, ns, selector string) string {
+	named := fmt.Sprintf("add %s to %s on %s", in, annotations.AnnotationTargetNamespaces, obj)
+	sel, err := labels.Parse(selector)
+	if err != nil || selector == "" {
+		return fmt.Sprintf("fix %s, which selects nothing while it is invalid, or %s", annotations.AnnotationTargetNamespaceSelector, named)
+	}
+	reqs, _ := sel.Requirements()
+	set := map[string]string{}
+	for _, r := range reqs {
+		values := r.ValuesUnsorted()
+		_, twice := set[r.Key()]
+		if twice || len(values) == 0 || r.Operator() != selection.Equals && r.Operator() != selection.DoubleEquals && r.Operator() != selection.In {
+			// Absent labels, other values, existence: no one command says it.
+			return fmt.Sprintf("%s, or label namespace %s so that %s %q selects it", named, ns, annotations.AnnotationTargetNamespaceSelector, selector)
+		}
+		set[r.Key()] = values[0]
+	}
+	var args []string
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		args = append(args, k+"="+set[k])
+	}
+	return fmt.Sprintf("kubectl label namespace %s %s (if its owners agree), or %s", ns, strings.Join(args, " "), named)
+}
+
 func stateFix(s State, in string) string {
 	switch s {
 	case Conflict:
@@ -188,7 +226,11 @@ func summary(r *Report) Answer {
 		return Answer{Cause: cause}
 	}
 	if targeted == 0 {
-		cause = fmt.Sprintf("Not mirrored: no namespace matches %s; status lists why each was dropped.", strings.Join(r.Source.Entries, ", "))
+		what := strings.Join(r.Source.Entries, ", ")
+		if sel := r.Source.NamespaceSelector; sel != "" {
+			what = strings.TrimPrefix(what+" or the selector "+strconv.Quote(sel), " or ")
+		}
+		cause = fmt.Sprintf("Not mirrored: no namespace matches %s; status lists why each was dropped.", what)
 	}
 	return Answer{Cause: cause, Fix: "ask about one namespace with --in NAMESPACE"}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -80,9 +81,10 @@ func (r *Reconciler) cluster(c *clusters.Cluster, name string) *clusters.Cluster
 // remoteSnapshot is the fleet as the hub's target resolution sees it. The
 // namespaces of a cluster are listed only where the plan reads them: the
 // cluster is ready, its kind's caches have synced and some entry of req
-// names it.
+// names it, or req's namespace selector reaches it.
 func (r *Reconciler) remoteSnapshot(gvk schema.GroupVersionKind, req annotations.Request) targets.Fleet {
 	snap := targets.Fleet{Loading: !r.fleet.Known()}
+	nsSel := req.RemoteNamespaceSelector()
 	for _, m := range r.fleet.Members() {
 		tc := targets.Cluster{Name: m.Cluster.Name(), Labels: m.Labels, Excluded: m.ExcludedNamespaces, ExcludedBecause: m.ExcludedBecause}
 		tc.KindSynced, _ = m.Cluster.KindSynced(gvk)
@@ -97,7 +99,9 @@ func (r *Reconciler) remoteSnapshot(gvk schema.GroupVersionKind, req annotations
 				tc.UnreachableSince = down.Since
 			}
 		}
-		if tc.State == targets.Ready && tc.KindSynced && slices.ContainsFunc(req.Remote, func(t annotations.RemoteTarget) bool { return t.Cluster.Match(tc.Name) }) {
+		named := slices.ContainsFunc(req.Remote, func(t annotations.RemoteTarget) bool { return t.Cluster.Match(tc.Name) })
+		selected := nsSel != nil && req.ClusterSelector.Matches(labels.Set(tc.Labels))
+		if tc.State == targets.Ready && tc.KindSynced && (named || selected) {
 			tc.Namespaces = Namespaces(m.Cluster)
 		}
 		snap.Clusters = append(snap.Clusters, tc)

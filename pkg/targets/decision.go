@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 )
@@ -34,7 +37,8 @@ const (
 	// OverLimit: the namespace matched, but more targets matched than the
 	// limit allows and it is not among the first in sort order.
 	OverLimit Reason = "OverLimit"
-	// NotMatched: no entry of the request matches the namespace.
+	// NotMatched: no entry of the request matches the namespace, and its
+	// namespace selector, if any, does not select it.
 	NotMatched Reason = "NotMatched"
 )
 
@@ -149,12 +153,14 @@ func (r *recorder) exclusion(c *Cluster, policy Policy, namespace string) string
 	}
 }
 
-// unchosen records why each namespace of c that is neither chosen nor named
-// by an entry (those have their Decision already) was dropped.
-func (r *recorder) unchosen(c *Cluster, patterns []annotations.Pattern, sourceNamespace string, policy Policy, chosen map[string]bool) {
+// unchosen records why each namespace of c that is neither chosen, nor
+// named by an entry, nor selected by sel (those have their Decision
+// already) was dropped.
+func (r *recorder) unchosen(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, sourceNamespace string, policy Policy, chosen map[string]bool) {
 	for i := range c.Namespaces {
 		ns := &c.Namespaces[i]
-		if chosen[ns.Name] || slices.ContainsFunc(patterns, func(p annotations.Pattern) bool { return p.Kind == annotations.Name && p.Raw == ns.Name }) {
+		if chosen[ns.Name] || slices.ContainsFunc(patterns, func(p annotations.Pattern) bool { return p.Kind == annotations.Name && p.Raw == ns.Name }) ||
+			sel != nil && sel.Matches(labels.Set(ns.Labels)) {
 			continue
 		}
 		where, excluded := r.where(c.Name, ns.Name), r.exclusion(c, policy, ns.Name)
@@ -162,7 +168,7 @@ func (r *recorder) unchosen(c *Cluster, patterns []annotations.Pattern, sourceNa
 		case ns.Name == sourceNamespace:
 			r.sourceNamespace(c.Name, ns.Name)
 		case !slices.ContainsFunc(patterns, func(p annotations.Pattern) bool { return p.Match(ns.Name) }):
-			r.add(c.Name, ns.Name, NotMatched, "%s matches no entry of %s", where, annotations.AnnotationTargetNamespaces)
+			r.notMatched(c.Name, ns.Name, len(patterns) > 0, sel)
 		case excluded != "":
 			r.add(c.Name, ns.Name, ExcludedNamespace, "%s", excluded)
 		case optedOut(ns):
@@ -175,6 +181,30 @@ func (r *recorder) unchosen(c *Cluster, patterns []annotations.Pattern, sourceNa
 				where, annotations.KeywordAllLabeled, annotations.LabelAllowMirrors)
 		}
 	}
+}
+
+// notMatched records a namespace that no entry matches (entries says there
+// are some) and sel, when not nil, does not select.
+func (r *recorder) notMatched(cluster, namespace string, entries bool, sel labels.Selector) {
+	where := r.where(cluster, namespace)
+	switch {
+	case sel == nil:
+		r.add(cluster, namespace, NotMatched, "%s matches no entry of %s", where, annotations.AnnotationTargetNamespaces)
+	case !entries:
+		r.add(cluster, namespace, NotMatched, "%s is not selected by %s %s", where, annotations.AnnotationTargetNamespaceSelector, selectorString(sel))
+	default:
+		r.add(cluster, namespace, NotMatched, "%s matches no entry of %s and is not selected by %s %s",
+			where, annotations.AnnotationTargetNamespaces, annotations.AnnotationTargetNamespaceSelector, selectorString(sel))
+	}
+}
+
+// selectorString quotes a selector for a message. The one that selects
+// nothing, the stand-in for an invalid one, would print as "".
+func selectorString(sel labels.Selector) string {
+	if s := sel.String(); s != "" {
+		return strconv.Quote(s)
+	}
+	return "(invalid, so it selects nothing)"
 }
 
 func (r *recorder) sourceCluster(cluster string) {

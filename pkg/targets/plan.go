@@ -66,9 +66,11 @@ type Source struct {
 
 // Scope is which entries of a request a writer acts on, and where.
 type Scope struct {
-	// Remote is the hub's scope: the CLUSTER/NAMESPACE entries, in every
-	// cluster but the source's. Otherwise the scope is the member agent's:
-	// the unqualified entries, in the source's own cluster.
+	// Remote is the hub's scope: the CLUSTER/NAMESPACE entries, and the
+	// namespace selector when the request has a cluster selector too, in
+	// every cluster but the source's. Otherwise the scope is the member
+	// agent's: the unqualified entries and the namespace selector, in the
+	// source's own cluster.
 	Remote bool
 	// AllowedSourceClusters and AllowedSourceNamespaces (Remote only) are
 	// the hub's --allowed-source-clusters and --allowed-source-namespaces:
@@ -112,8 +114,8 @@ type Outcome struct {
 	Covered []string
 	// Decisions say why each candidate was dropped, sorted by cluster, then
 	// namespace. Without Scope.Explain, only the namespaces the request
-	// names, those over the limit, and the clusters that cannot be resolved
-	// in or the policy refuses have one.
+	// names or its namespace selector selects, those over the limit, and
+	// the clusters that cannot be resolved in or the policy refuses have one.
 	Decisions []Decision
 }
 
@@ -130,10 +132,10 @@ func Plan(req annotations.Request, src Source, fleet Fleet, policy Policy, scope
 	return out
 }
 
-// planLocal resolves the unqualified entries in the source's own cluster.
-// A fleet without that cluster is pending.
+// planLocal resolves the unqualified entries and the namespace selector in
+// the source's own cluster. A fleet without that cluster is pending.
 func planLocal(req annotations.Request, src Source, fleet Fleet, policy Policy, rec *recorder) Outcome {
-	out := Outcome{Relevant: len(req.Local) > 0}
+	out := Outcome{Relevant: len(req.Local) > 0 || req.NamespaceSelector != nil}
 	i := slices.IndexFunc(fleet.Clusters, func(c Cluster) bool { return c.Name == src.Cluster })
 	if i < 0 {
 		out.Pending++
@@ -141,7 +143,7 @@ func planLocal(req annotations.Request, src Source, fleet Fleet, policy Policy, 
 		return out
 	}
 	c := &fleet.Clusters[i]
-	res := resolveIn(c, req.Local, src.Namespace, policy, policy.Limit(req.MaxTargets), rec)
+	res := resolveIn(c, req.Local, req.NamespaceSelector, src.Namespace, policy, policy.Limit(req.MaxTargets), rec)
 	out.Skipped, out.Refused, out.Missing = res.Skipped, res.Refused, res.Missing
 	out.Covered = []string{c.Name}
 	for _, ns := range res.Namespaces {
@@ -150,11 +152,13 @@ func planLocal(req annotations.Request, src Source, fleet Fleet, policy Policy, 
 	return out
 }
 
-// planRemote resolves the CLUSTER/NS entries over the other clusters. The
-// limit counts targets over all clusters; the first in (cluster, namespace)
-// order win.
+// planRemote resolves the CLUSTER/NS entries over the other clusters, and
+// the namespace selector in the clusters the cluster selector selects when
+// the request has both. The limit counts targets over all clusters; the
+// first in (cluster, namespace) order win.
 func planRemote(req annotations.Request, src Source, fleet Fleet, policy Policy, scope Scope, rec *recorder) Outcome {
-	out := Outcome{Relevant: len(req.Remote) > 0}
+	nsSel := req.RemoteNamespaceSelector()
+	out := Outcome{Relevant: len(req.Remote) > 0 || nsSel != nil}
 	if !out.Relevant {
 		return out
 	}
@@ -195,9 +199,10 @@ func planRemote(req annotations.Request, src Source, fleet Fleet, policy Policy,
 				patterns = append(patterns, t.Namespace)
 			}
 		}
-		if len(patterns) == 0 || req.ClusterSelector != nil && !req.ClusterSelector.Matches(labels.Set(c.Labels)) {
+		matched := len(patterns) > 0 || nsSel != nil
+		if !matched || req.ClusterSelector != nil && !req.ClusterSelector.Matches(labels.Set(c.Labels)) {
 			if rec.explain {
-				rec.notSelected(c, len(patterns) > 0, req)
+				rec.notSelected(c, matched, req)
 			}
 			continue
 		}
@@ -217,7 +222,7 @@ func planRemote(req annotations.Request, src Source, fleet Fleet, policy Policy,
 			continue
 		}
 		out.Clusters++
-		res := resolveIn(c, patterns, "", policy, 0, rec)
+		res := resolveIn(c, patterns, nsSel, "", policy, 0, rec)
 		for _, ns := range res.Namespaces {
 			out.Targets = append(out.Targets, Target{Cluster: c.Name, Namespace: ns})
 		}

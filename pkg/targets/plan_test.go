@@ -15,41 +15,55 @@ import (
 
 var downSince = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
-// memberFleet is a member agent's fleet: its own cluster "m".
+// memberFleet is a member agent's fleet: its own cluster "m". The tier
+// labels are for namespace selectors.
 func memberFleet() Fleet {
 	return Fleet{Clusters: []Cluster{{Name: "m", Namespaces: []Namespace{
-		ns("default"), ns("kube-system"), ns("platform"),
-		ns("team-a"), ns("team-b"), ns("team-cc"),
-		ns("app-1", annotations.LabelAllowMirrors, "true"),
-		ns("app-2", annotations.LabelAllowMirrors, "false"),
-		ns("app-3"),
-		{Name: "app-4", Terminating: true, Labels: map[string]string{annotations.LabelAllowMirrors: "true"}},
+		ns("default"), ns("kube-system", "tier", "web"), ns("platform", "tier", "web"),
+		ns("team-a", "tier", "web"), ns("team-b", "tier", "db"), ns("team-cc"),
+		ns("app-1", annotations.LabelAllowMirrors, "true", "tier", "web"),
+		ns("app-2", annotations.LabelAllowMirrors, "false", "tier", "web"),
+		ns("app-3", "tier", "db"),
+		{Name: "app-4", Terminating: true, Labels: map[string]string{annotations.LabelAllowMirrors: "true", "tier": "web"}},
 	}}}}
 }
 
 // hubFleet is a hub's fleet, the source's cluster "src" among it, in
-// name order.
+// name order. The tier labels are for namespace selectors.
 func hubFleet() Fleet {
 	prod := map[string]string{"env": "prod"}
 	dev := map[string]string{"env": "dev"}
 	return Fleet{Clusters: []Cluster{
 		{Name: "east", Labels: prod, State: Ready, KindSynced: true, Namespaces: []Namespace{
-			ns("default"), ns("team-a"), ns("team-b"),
+			ns("default"), ns("team-a", "tier", "web"), ns("team-b"),
 			ns("app-1", annotations.LabelAllowMirrors, "true"),
-			ns("app-2", annotations.LabelAllowMirrors, "false"),
-			{Name: "app-4", Terminating: true, Labels: map[string]string{annotations.LabelAllowMirrors: "true"}},
+			ns("app-2", annotations.LabelAllowMirrors, "false", "tier", "web"),
+			{Name: "app-4", Terminating: true, Labels: map[string]string{annotations.LabelAllowMirrors: "true", "tier": "web"}},
 		}},
-		{Name: "east-2", Labels: dev, State: Ready, KindSynced: true, Namespaces: []Namespace{ns("default")}},
+		{Name: "east-2", Labels: dev, State: Ready, KindSynced: true, Namespaces: []Namespace{ns("default", "tier", "web")}},
 		{Name: "hub", Labels: prod, State: Ready, KindSynced: true,
-			Namespaces: []Namespace{ns("default"), ns("fleetmirror-system"), ns("kube-system"), ns("team-a")},
+			Namespaces: []Namespace{ns("default"), ns("fleetmirror-system", "tier", "web"), ns("kube-system"), ns("team-a", "tier", "web")},
 			Excluded:   glob.MustParseList("fleetmirror-system"), ExcludedBecause: "it holds the hub's cluster registration Secrets"},
 		{Name: "lost", Labels: dev, State: Unreachable},
 		{Name: "north", Labels: prod, State: Pending},
-		{Name: "slow", Labels: prod, State: Ready, Namespaces: []Namespace{ns("default"), ns("team-a")}},
+		{Name: "slow", Labels: prod, State: Ready, Namespaces: []Namespace{ns("default"), ns("team-a", "tier", "web")}},
 		{Name: "south", Labels: prod, State: Unreachable, UnreachableSince: downSince},
-		{Name: "src", Labels: prod, State: Ready, KindSynced: true, Namespaces: []Namespace{ns("platform"), ns("team-a")}},
-		{Name: "west", Labels: dev, State: Ready, KindSynced: true, Namespaces: []Namespace{ns("default"), ns("team-a"), ns("team-c")}},
+		{Name: "src", Labels: prod, State: Ready, KindSynced: true, Namespaces: []Namespace{ns("platform", "tier", "web"), ns("team-a", "tier", "web")}},
+		{Name: "west", Labels: dev, State: Ready, KindSynced: true, Namespaces: []Namespace{ns("default"), ns("team-a"), ns("team-c", "tier", "web")}},
 	}}
+}
+
+// selecting is a request with target-namespaces entries (none when
+// empty), a namespace selector, and more annotations as key, value pairs.
+func selecting(entries, selector string, kv ...string) map[string]string {
+	out := map[string]string{annotations.AnnotationTargetNamespaceSelector: selector}
+	if entries != "" {
+		out[annotations.AnnotationTargetNamespaces] = entries
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
 }
 
 // planCase is one request and the Outcome expected of it. Lists are comma
@@ -109,7 +123,31 @@ func TestPlanMember(t *testing.T) {
 			policy:      Policy{Excluded: policy.Excluded, MaxTargets: 3},
 			targets:     "m/app-1,m/app-3,m/default", skipped: "team-a,team-b,team-cc", dropped: "OverLimit=team-a,team-b,team-cc",
 			explained: "ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4 SourceNamespace=platform"},
+		{name: "namespace selector: selected namespaces under the entries' consent rules", annotations: selecting("", "tier=web"),
+			targets: "m/app-1,m/team-a", refused: "app-2,kube-system",
+			dropped:   "ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4 SourceNamespace=platform",
+			explained: "NotMatched=default,team-b,team-cc,app-3"},
+		{name: "namespace selector with set requirements", annotations: selecting("", "tier in (db), tier notin (web)"),
+			targets: "m/app-3,m/team-b", explained: "NotMatched=default,kube-system,team-a,team-cc,app-1,app-2,app-4 SourceNamespace=platform"},
+		{name: "namespace selector and entries: their union, once each", annotations: selecting("team-a, team-b, app-*", "tier=web"),
+			targets: "m/app-1,m/app-3,m/team-a,m/team-b", refused: "app-2,kube-system",
+			dropped:   "ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4 SourceNamespace=platform",
+			explained: "NotMatched=default,team-cc"},
+		{name: "namespace selector beside all refuses what all skips", annotations: selecting("all", "tier=web"),
+			targets: "m/app-1,m/app-3,m/default,m/team-a,m/team-b,m/team-cc", refused: "app-2,kube-system",
+			dropped: "ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4 SourceNamespace=platform"},
+		{name: "namespace selector and included namespaces", annotations: selecting("", "tier=web"), policy: Policy{Included: glob.MustParseList("team-*")},
+			targets: "m/team-a", refused: "app-1,app-2,app-4,kube-system",
+			dropped:   "ExcludedNamespace=kube-system,app-1,app-2,app-4 SourceNamespace=platform",
+			explained: "NotMatched=default,team-b,team-cc,app-3"},
+		{name: "selected namespaces count toward the limit", annotations: selecting("", "tier", annotations.AnnotationMaxTargets, "2"),
+			targets: "m/app-1,m/app-3", skipped: "team-a,team-b", refused: "app-2,kube-system",
+			dropped:   "ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4 SourceNamespace=platform OverLimit=team-a,team-b",
+			explained: "NotMatched=default,team-cc"},
 		{name: "qualified entries are the hub's", annotations: targetsOf("east/team-a"), notRelevant: true},
+		{name: "a namespace selector with a cluster selector still selects here", annotations: selecting("east/team-a", "tier=db",
+			annotations.AnnotationTargetClusterSelector, "env=prod"),
+			targets: "m/app-3,m/team-b", explained: "NotMatched=default,kube-system,team-a,team-cc,app-1,app-2,app-4 SourceNamespace=platform"},
 		{name: "unknown cluster waits", annotations: targetsOf("team-a"), src: Source{Cluster: "elsewhere", Namespace: "platform"},
 			covered: "-", pending: 1, dropped: "ClusterPending=elsewhere/"},
 	}
@@ -184,6 +222,27 @@ func TestPlanHub(t *testing.T) {
 			scope:   Scope{Remote: true, AllowedSourceClusters: glob.MustParseList("s*"), AllowedSourceNamespaces: glob.MustParseList("plat*")},
 			targets: "west/team-a", clusters: 1,
 			explained: "ClusterNotSelected=east/,east-2/,hub/,lost/,north/,slow/,south/ SourceCluster=src/ NotMatched=west/default,west/team-c"},
+		{name: "a namespace selector alone is the member's", annotations: selecting("", "tier=web"), notRelevant: true, covered: "-"},
+		{name: "a namespace selector without a cluster selector stays home", annotations: selecting("west/team-a", "tier=web"),
+			targets: "west/team-a", clusters: 1,
+			explained: "ClusterNotSelected=east/,east-2/,hub/,lost/,north/,slow/,south/ SourceCluster=src/ NotMatched=west/default,west/team-c"},
+		{name: "namespace selector in the clusters the cluster selector selects",
+			annotations: selecting("", "tier=web", annotations.AnnotationTargetClusterSelector, "env=prod"),
+			targets:     "east/team-a,hub/team-a", refused: "east/app-2,hub/fleetmirror-system", clusters: 2,
+			unreachable: "south", since: "south", pending: 2,
+			dropped:   "OptedOut=east/app-2 Terminating=east/app-4 ExcludedNamespace=hub/fleetmirror-system ClusterUnreachable=south/ ClusterPending=north/,slow/",
+			explained: "ClusterNotSelected=east-2/,lost/,west/ SourceCluster=src/ NotMatched=east/default,east/team-b,east/app-1,hub/default,hub/kube-system"},
+		{name: "namespace selector and entries in selected clusters, once each",
+			annotations: selecting("*/default, east/team-a, west/team-a", "tier=web", annotations.AnnotationTargetClusterSelector, "env=prod",
+				annotations.AnnotationMaxTargets, "3"),
+			targets: "east/default,east/team-a,hub/default", skipped: "hub/team-a", refused: "east/app-2,hub/fleetmirror-system", clusters: 2,
+			unreachable: "south", since: "south", pending: 2,
+			dropped: "OptedOut=east/app-2 Terminating=east/app-4 ExcludedNamespace=hub/fleetmirror-system OverLimit=hub/team-a " +
+				"ClusterUnreachable=south/ ClusterPending=north/,slow/",
+			explained: "ClusterNotSelected=east-2/,lost/,west/ SourceCluster=src/ NotMatched=east/team-b,east/app-1,hub/kube-system"},
+		{name: "hub policy covers the namespace selector", annotations: selecting("", "tier=web", annotations.AnnotationTargetClusterSelector, "env=prod"),
+			scope:   Scope{Remote: true, AllowedSourceNamespaces: glob.MustParseList("team-*")},
+			ignored: ignored, covered: "-", dropped: "HubPolicy=/"},
 		{name: "registrations not read yet", annotations: targetsOf("*/team-a"), fleet: Fleet{Loading: true},
 			covered: "-", pending: 1, dropped: "ClusterPending=/"},
 		{name: "unqualified entries are the member's", annotations: targetsOf("team-a, all"), notRelevant: true, covered: "-"},
@@ -337,6 +396,14 @@ func TestDecisionMessages(t *testing.T) {
 			"namespace team-b matched, but more targets matched than the limit of 1 (the agent's --max-targets, or fleetmirror.io/max-targets on the source); the first in sort order are kept"},
 		{NotMatched, targetsOf("team-a"), member, memberPolicy, Scope{Explain: true}, "m/team-b",
 			"namespace team-b matches no entry of fleetmirror.io/target-namespaces"},
+		{NotMatched, selecting("", "tier=web"), member, memberPolicy, Scope{Explain: true}, "m/team-b",
+			`namespace team-b is not selected by fleetmirror.io/target-namespace-selector "tier=web"`},
+		{NotMatched, selecting("team-a", "tier=web"), member, memberPolicy, Scope{Explain: true}, "m/team-b",
+			`namespace team-b matches no entry of fleetmirror.io/target-namespaces and is not selected by fleetmirror.io/target-namespace-selector "tier=web"`},
+		{NotMatched, selecting("", "tier=web", annotations.AnnotationTargetClusterSelector, "env=prod"), hub, Policy{}, Scope{Remote: true, Explain: true}, "east/team-b",
+			`namespace team-b in cluster east is not selected by fleetmirror.io/target-namespace-selector "tier=web"`},
+		{OptedOut, selecting("", "tier=web"), member, memberPolicy, Scope{}, "m/app-2",
+			"namespace app-2 opted out of mirrors with the label fleetmirror.io/allow-mirrors=false"},
 		{HubPolicy, targetsOf("*/team-a"), hub, Policy{}, Scope{Remote: true, AllowedSourceNamespaces: glob.MustParseList("kube-*")}, "/",
 			"sources of cluster src, namespace platform may not target other clusters: the hub's --allowed-source-clusters or --allowed-source-namespaces leave them out"},
 		{SourceCluster, targetsOf("*/team-a"), hub, Policy{}, Scope{Remote: true, Explain: true}, "src/",
@@ -382,6 +449,45 @@ func TestDecisionMessages(t *testing.T) {
 // allReasons lists every Reason, for tests that want each one.
 var allReasons = []Reason{SourceNamespace, ExcludedNamespace, OptedOut, NotLabeled, Terminating, MissingNamespace, OverLimit, NotMatched,
 	HubPolicy, SourceCluster, ClusterNotSelected, ClusterPending, ClusterUnreachable}
+
+// TestPlanInvalidNamespaceSelector: a namespace selector that does not
+// parse, or is empty, selects nothing, in either scope; the entries beside
+// it still work, and Explain says the selector selects nothing.
+func TestPlanInvalidNamespaceSelector(t *testing.T) {
+	policy := Policy{Excluded: glob.MustParseList(DefaultExcludedNamespaces...)}
+	for _, tt := range []struct {
+		name, entries, selector string
+		scope                   Scope
+		targets                 string
+	}{
+		{"member, selector alone", "", "tier in (web", Scope{}, ""},
+		{"member, beside an entry", "team-b", "tier in (web", Scope{}, "m/team-b"},
+		{"member, empty", "", " ", Scope{}, ""},
+		{"hub, with a cluster selector", "", "tier notin web", Scope{Remote: true}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ann := selecting(tt.entries, tt.selector)
+			src, fleet := Source{Cluster: "m", Namespace: "platform"}, memberFleet()
+			if tt.scope.Remote {
+				ann = selecting(tt.entries, tt.selector, annotations.AnnotationTargetClusterSelector, "env=prod")
+				src, fleet = Source{Cluster: "src", Namespace: "platform"}, hubFleet()
+			}
+			req := annotations.Parse(nil, ann)
+			if len(req.Problems) != 1 || !strings.Contains(req.Problems[0], annotations.AnnotationTargetNamespaceSelector) {
+				t.Fatalf("problems = %q, want one about the selector", req.Problems)
+			}
+			tt.scope.Explain = true
+			out := Plan(req, src, fleet, policy, tt.scope)
+			if !out.Relevant || joinTargets(out.Targets) != tt.targets || len(out.Refused) > 0 {
+				t.Errorf("relevant %v, targets %q, refused %v; want relevant, targets %q, none refused", out.Relevant, joinTargets(out.Targets), out.Refused, tt.targets)
+			}
+			i := slices.IndexFunc(out.Decisions, func(d Decision) bool { return d.Namespace == "team-a" })
+			if i < 0 || out.Decisions[i].Reason != NotMatched || !strings.Contains(out.Decisions[i].Message, "(invalid, so it selects nothing)") {
+				t.Errorf("decisions %+v: want team-a NotMatched by a selector that selects nothing", out.Decisions)
+			}
+		})
+	}
+}
 
 // TestPlanUnsortedFleet: clusters given out of order are resolved as if
 // sorted, and the caller's slice is left as it was.

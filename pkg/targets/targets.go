@@ -3,6 +3,8 @@ package targets
 import (
 	"slices"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
@@ -57,10 +59,12 @@ type Result struct {
 	Namespaces []string
 	// Skipped matched but are over the limit.
 	Skipped []string
-	// Refused were named explicitly but the policy excludes them or the
-	// namespace opted out with LabelAllowMirrors=false.
+	// Refused were named explicitly, or selected by the namespace
+	// selector, but the policy excludes them or the namespace opted out
+	// with LabelAllowMirrors=false.
 	Refused []string
 	// Missing were named explicitly but do not exist or are terminating.
+	// A selected namespace exists by definition and is never Missing.
 	Missing []string
 }
 
@@ -70,12 +74,14 @@ type Result struct {
 // win, so the choice is the same on every reconcile. Plan does the same in
 // each cluster it resolves in, and says why candidates were dropped.
 func Resolve(patterns []annotations.Pattern, sourceNamespace string, namespaces []Namespace, policy Policy, limit int) Result {
-	return resolveIn(&Cluster{Namespaces: namespaces}, patterns, sourceNamespace, policy, limit, nil)
+	return resolveIn(&Cluster{Namespaces: namespaces}, patterns, nil, sourceNamespace, policy, limit, nil)
 }
 
 // resolveIn is Resolve in cluster c, whose Excluded namespaces are refused
-// too. rec, when not nil, records a Decision for every candidate dropped.
-func resolveIn(c *Cluster, patterns []annotations.Pattern, sourceNamespace string, policy Policy, limit int, rec *recorder) Result {
+// too, with the namespaces sel selects (nil: none) as targets beside the
+// patterns'. rec, when not nil, records a Decision for every candidate
+// dropped.
+func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, sourceNamespace string, policy Policy, limit int, rec *recorder) Result {
 	var res Result
 	namespaces := c.Namespaces
 	byName := make(map[string]*Namespace, len(namespaces))
@@ -112,6 +118,26 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sourceNamespace strin
 			chosen[ns.Name] = true
 		}
 	}
+	// A namespace labelled to match the selector is chosen as deliberately
+	// as one named: dropping it is reported like dropping a name, except
+	// that it exists by definition, so a terminating one is not Missing.
+	for i := range namespaces {
+		ns := &namespaces[i]
+		if sel == nil || chosen[ns.Name] || !sel.Matches(labels.Set(ns.Labels)) {
+			continue
+		}
+		switch {
+		case ns.Name == sourceNamespace:
+			rec.sourceNamespace(c.Name, ns.Name)
+		case !allows(ns.Name) || optedOut(ns):
+			res.Refused = append(res.Refused, ns.Name)
+			rec.refused(c, policy, ns.Name)
+		case ns.Terminating:
+			rec.missing(c.Name, ns.Name, true)
+		default:
+			chosen[ns.Name] = true
+		}
+	}
 	for name := range chosen {
 		res.Namespaces = append(res.Namespaces, name)
 	}
@@ -127,8 +153,8 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sourceNamespace strin
 			rec.overLimit(c.Name, name, limit)
 		}
 	}
-	if rec.explaining() && len(patterns) > 0 {
-		rec.unchosen(c, patterns, sourceNamespace, policy, chosen)
+	if rec.explaining() && (len(patterns) > 0 || sel != nil) {
+		rec.unchosen(c, patterns, sel, sourceNamespace, policy, chosen)
 	}
 	return res
 }

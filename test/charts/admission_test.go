@@ -200,6 +200,11 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 			annotations.AnnotationTargetNamespaces: "team-a, app-*, team-?, all-labeled, prod-*/team-b, cluster.example.com/all",
 			annotations.AnnotationMaxTargets:       "3",
 		}, nil},
+		{"correct source with selectors", enabled, map[string]string{
+			annotations.AnnotationSync:                    "true",
+			annotations.AnnotationTargetNamespaceSelector: "team in (payments, web), !legacy",
+			annotations.AnnotationTargetClusterSelector:   "env=prod",
+		}, nil},
 		{"source switched off", enabled, map[string]string{annotations.AnnotationSync: "false", annotations.AnnotationStatus: "0/0 mirrors"}, nil},
 		{"mirror", mirror, map[string]string{
 			annotations.AnnotationSource: "local/default/app", annotations.AnnotationSourceUID: "1234",
