@@ -35,6 +35,10 @@ func TestStatusOfAdoptableCopies(t *testing.T) {
 		if err := k8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
+		// Namespaces are never removed on envtest (no namespace
+		// controller): a copy left behind would be counted by the
+		// cluster-wide scans of the migrate test.
+		t.Cleanup(func() { _ = k8s.Delete(ctx, s) })
 	}
 	source := &corev1.Secret{ObjectMeta: fleettest.SourceMeta(src, "creds", a+","+b), StringData: map[string]string{"password": "s3cret"}}
 	source.Annotations[annotations.AnnotationAdopt] = "reflector"
