@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,7 +17,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
-	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
@@ -88,10 +89,8 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Resu
 		return reconcile.Result{}, nil
 	}
 	p.NamespaceRefusal = r.pullNamespaceRefusal(c, dst.GetNamespace())
-	clustersAllowed, namespacesAllowed := r.opts.AllowedSourceClusters, r.opts.AllowedSourceNamespaces
-	if remote && p.RefErr == nil && (len(clustersAllowed) > 0 && !clustersAllowed.Match(p.Ref.Cluster) || len(namespacesAllowed) > 0 && !namespacesAllowed.Match(p.Ref.Namespace)) {
-		p.SourceRefusal = fmt.Sprintf("the hub does not copy sources of cluster %s, namespace %s to other clusters (--allowed-source-clusters, --allowed-source-namespaces)",
-			p.Ref.Cluster, p.Ref.Namespace)
+	if remote && p.RefErr == nil {
+		p.SourceRefusal = PullSourceRefusal(r.opts.AllowedSourceClusters, r.opts.AllowedSourceNamespaces, p.Ref)
 	}
 	v := CheckPullMirror(p)
 
@@ -184,25 +183,21 @@ func (r *Reconciler) pullSource(ctx context.Context, c *clusters.Cluster, key Ke
 		return nil, &v, reconcile.Result{}, nil
 	}
 	live, err := r.getSourceMetadata(ctx, sc, Key{Cluster: sc.Name(), GVK: key.GVK, Namespace: ref.Namespace, Name: ref.Name})
-	var v PullVerdict
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, nil, reconcile.Result{}, err
-	case live == nil:
-		v = SourceMissing(fmt.Sprintf("the source %s does not exist", ref))
-	case desired.IsMirror(live.GetLabels()):
-		v = SourceIsMirror(ref, live.GetAnnotations()[annotations.AnnotationSource])
-	case live.GetLabels()[annotations.LabelEnabled] != "true":
-		v = SourceMissing(fmt.Sprintf("%s is not a source: it has no label %s=true", ref, annotations.LabelEnabled))
-	case live.GetDeletionTimestamp() != nil:
-		v = SourceMissing(fmt.Sprintf("the source %s is being deleted", ref))
-	default:
+	}
+	var obj metav1.Object
+	if live != nil {
+		obj = live
+	}
+	v := CheckFoundSource(ref, obj)
+	if v == nil {
 		// A source our cache has not seen yet: its add event enqueues
 		// this pull mirror.
 		return nil, nil, reconcile.Result{RequeueAfter: retryStale}, nil
 	}
-	r.pulls.missing.Store(key, missingSource{ref: ref.String(), verdict: v})
-	return nil, &v, reconcile.Result{}, nil
+	r.pulls.missing.Store(key, missingSource{ref: ref.String(), verdict: *v})
+	return nil, v, reconcile.Result{}, nil
 }
 
 // pullNamespaceRefusal says why the writer never writes content into
@@ -211,20 +206,17 @@ func (r *Reconciler) pullSource(ctx context.Context, c *clusters.Cluster, key Ke
 // pull mirrors as they bind mirrors: a namespace kept free of mirrored
 // content stays free of it, whoever asks.
 func (r *Reconciler) pullNamespaceRefusal(c *clusters.Cluster, ns string) string {
-	if !r.opts.Policy.Allows(ns) {
-		return fmt.Sprintf("its namespace %s is excluded by the agent's policy (--excluded-namespaces, --included-namespaces)", ns)
-	}
+	var excluded glob.List
+	var because string
 	if r.opts.Scope == ScopeRemote {
 		for _, m := range r.fleet.Members() {
-			if m.Cluster == c && m.ExcludedNamespaces.Match(ns) {
-				return fmt.Sprintf("the hub never writes into its namespace %s of cluster %s: %s", ns, c.Name(), m.ExcludedBecause)
+			if m.Cluster == c {
+				excluded, because = m.ExcludedNamespaces, m.ExcludedBecause
 			}
 		}
 	}
-	if labels, ok := c.NamespaceLabels(ns); ok && labels[annotations.LabelAllowMirrors] == "false" {
-		return fmt.Sprintf("its namespace %s is labelled %s=false", ns, annotations.LabelAllowMirrors)
-	}
-	return ""
+	labels, _ := c.NamespaceLabels(ns)
+	return PullNamespaceRefusal(r.opts.Policy, excluded, because, c.Name(), ns, labels)
 }
 
 // finishPull reports the outcome of a reconcile of a pull mirror. A pull

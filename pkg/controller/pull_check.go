@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
 // The checks of a pull mirror, pure so that the kubectl plugin decides as
@@ -187,6 +190,56 @@ func consent(src *unstructured.Unstructured, ref annotations.MirrorFrom, cluster
 		v.Message += "; it has invalid entries: " + joinLimited(c.Problems)
 	}
 	return v
+}
+
+// PullNamespaceRefusal says why a writer with policy never writes content
+// into namespace ns (labelled labels) of cluster, or "": the operator's
+// policy, the cluster's own exclusions (the hub's registration namespace,
+// excluded because), and the namespace's opt-out label. They bind pull
+// mirrors as they bind mirrors: a namespace kept free of mirrored content
+// stays free of it, whoever asks.
+func PullNamespaceRefusal(policy targets.Policy, excluded glob.List, because, cluster, ns string, labels map[string]string) string {
+	switch {
+	case !policy.Allows(ns):
+		return fmt.Sprintf("its namespace %s is excluded by the agent's policy (--excluded-namespaces, --included-namespaces)", ns)
+	case excluded.Match(ns):
+		return fmt.Sprintf("the hub never writes into its namespace %s of cluster %s: %s", ns, cluster, because)
+	case labels[annotations.LabelAllowMirrors] == "false":
+		return fmt.Sprintf("its namespace %s is labelled %s=false", ns, annotations.LabelAllowMirrors)
+	}
+	return ""
+}
+
+// PullSourceRefusal says why the hub, allowing sources of clusters and
+// namespaces only (empty: all), never copies the source ref to other
+// clusters, or "".
+func PullSourceRefusal(clusters, namespaces glob.List, ref annotations.MirrorFrom) string {
+	if len(clusters) > 0 && !clusters.Match(ref.Cluster) || len(namespaces) > 0 && !namespaces.Match(ref.Namespace) {
+		return fmt.Sprintf("the hub does not copy sources of cluster %s, namespace %s to other clusters (--allowed-source-clusters, --allowed-source-namespaces)",
+			ref.Cluster, ref.Namespace)
+	}
+	return ""
+}
+
+// CheckFoundSource is the verdict on what the API server holds under the
+// name of the source ref, when no cache had it as a source: nil when obj
+// is a source after all (a cache that lags), else why the pull mirror
+// gets nothing. obj is nil when nothing has that name.
+func CheckFoundSource(ref annotations.MirrorFrom, obj metav1.Object) *PullVerdict {
+	var v PullVerdict
+	switch {
+	case obj == nil:
+		v = SourceMissing(fmt.Sprintf("the source %s does not exist", ref))
+	case desired.IsMirror(obj.GetLabels()):
+		v = SourceIsMirror(ref, obj.GetAnnotations()[annotations.AnnotationSource])
+	case obj.GetLabels()[annotations.LabelEnabled] != "true":
+		v = SourceMissing(fmt.Sprintf("%s is not a source: it has no label %s=true", ref, annotations.LabelEnabled))
+	case obj.GetDeletionTimestamp() != nil:
+		v = SourceMissing(fmt.Sprintf("the source %s is being deleted", ref))
+	default:
+		return nil
+	}
+	return &v
 }
 
 // SourceIsMirror is the verdict on a pull mirror whose source ref is itself

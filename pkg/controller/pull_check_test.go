@@ -13,6 +13,8 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
 // secret builds a Secret object for the pull checks.
@@ -198,6 +200,68 @@ func TestWriteVerdictAndStatus(t *testing.T) {
 	} {
 		if got := PullStatus(tc.v, ref, tc.kept); got != tc.want {
 			t.Errorf("PullStatus = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestPullPolicies(t *testing.T) {
+	policy := targets.Policy{Excluded: glob.MustParseList("kube-*")}
+	for _, tc := range []struct {
+		ns     string
+		labels map[string]string
+		want   string
+	}{
+		{ns: "team-a"},
+		{ns: "team-a", labels: map[string]string{annotations.LabelAllowMirrors: "true"}},
+		{ns: "kube-system", want: "excluded by the agent's policy"},
+		{ns: "registry", want: "the hub never writes into its namespace registry of cluster hub: it holds Secrets"},
+		{ns: "team-b", labels: map[string]string{annotations.LabelAllowMirrors: "false"}, want: "labelled fleetmirror.io/allow-mirrors=false"},
+	} {
+		got := PullNamespaceRefusal(policy, glob.MustParseList("registry"), "it holds Secrets", "hub", tc.ns, tc.labels)
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s %v: %q, want %q", tc.ns, tc.labels, got, tc.want)
+		}
+	}
+	ref := annotations.MirrorFrom{Cluster: "eu-1", Namespace: "platform", Name: "db"}
+	for _, tc := range []struct {
+		clusters, namespaces glob.List
+		refused              bool
+	}{
+		{},
+		{clusters: glob.MustParseList("eu-*")},
+		{clusters: glob.MustParseList("us-*"), refused: true},
+		{namespaces: glob.MustParseList("platform")},
+		{clusters: glob.MustParseList("eu-*"), namespaces: glob.MustParseList("team-*"), refused: true},
+	} {
+		if got := PullSourceRefusal(tc.clusters, tc.namespaces, ref); (got != "") != tc.refused {
+			t.Errorf("allowed %v %v: %q", tc.clusters, tc.namespaces, got)
+		}
+	}
+}
+
+func TestCheckFoundSource(t *testing.T) {
+	ref := annotations.MirrorFrom{Namespace: "src", Name: "db"}
+	now := metav1.Now()
+	deleting := secret("src", "db", "Opaque", map[string]string{annotations.LabelEnabled: "true"}, nil, nil)
+	deleting.SetDeletionTimestamp(&now)
+	for _, tc := range []struct {
+		name string
+		obj  metav1.Object
+		want string // "" for a source
+	}{
+		{name: "none", obj: nil, want: "does not exist"},
+		{name: "source", obj: secret("src", "db", "Opaque", map[string]string{annotations.LabelEnabled: "true"}, nil, nil)},
+		{name: "not a source", obj: secret("src", "db", "Opaque", nil, nil, nil), want: "has no label fleetmirror.io/enabled=true"},
+		{name: "mirror", obj: secret("src", "db", "Opaque", map[string]string{annotations.LabelMirror: "true"}, map[string]string{annotations.AnnotationSource: "c/a/b"}, nil),
+			want: "itself a mirror (of c/a/b)"},
+		{name: "deleting", obj: deleting, want: "being deleted"},
+	} {
+		v := CheckFoundSource(ref, tc.obj)
+		switch {
+		case tc.want == "" && v != nil:
+			t.Errorf("%s: %+v, want none", tc.name, v)
+		case tc.want != "" && (v == nil || !strings.Contains(v.Message, tc.want)):
+			t.Errorf("%s: %+v, want %q", tc.name, v, tc.want)
 		}
 	}
 }
