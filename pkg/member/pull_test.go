@@ -251,3 +251,41 @@ func consistentlyUnchanged(t *testing.T, ns, name string) {
 	}
 	NewWithT(t).Consistently(secretState(ns, name), settle, poll).Should(Equal(before), "secret %s/%s was written", ns, name)
 }
+
+// A restart with nothing changed writes nothing to a pull mirror in sync,
+// nor to one refused, and reads neither them nor their sources: the caches
+// answer. A pull mirror created after the restart proves the new agent
+// works.
+func TestPullRestartWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespaces(t, "pullsteady", nil, "src", "dst")
+	create(t, pullSource(ns[0], "db", ns[1], map[string]string{"k": "v"}))
+	create(t, pullSource(ns[0], "closed", "", map[string]string{"k": "v"}))
+	synced := pullMirror(ns[1], "synced", ns[0]+"/db")
+	create(t, synced)
+	refused := pullMirror(ns[1], "refused", ns[0]+"/closed")
+	create(t, refused)
+	g.Eventually(status(synced), timeout, poll).Should(HavePrefix("InSync: "))
+	g.Eventually(status(refused), timeout, poll).Should(HavePrefix("NotAllowed: "))
+	before := []string{secretState(ns[1], "synced")(), secretState(ns[1], "refused")()}
+
+	start := stopAgent(t)
+	start()
+	probe := pullMirror(ns[1], "probe", ns[0]+"/db")
+	create(t, probe)
+	g.Eventually(status(probe), timeout, poll).Should(HavePrefix("InSync: "))
+
+	touching := func() []string {
+		var out []string
+		for _, r := range agent.requests.detailed() {
+			for _, n := range ns {
+				if dir := "/api/v1/namespaces/" + n + "/secrets/"; strings.HasPrefix(r.URL.Path, dir) && !strings.HasSuffix(r.URL.Path, "/probe") {
+					out = append(out, r.Method+" "+r.URL.RequestURI())
+				}
+			}
+		}
+		return out
+	}
+	g.Consistently(touching, settle, poll).Should(BeEmpty(), "requests about pull mirrors and sources that did not change")
+	g.Expect([]string{secretState(ns[1], "synced")(), secretState(ns[1], "refused")()}).To(Equal(before))
+}
