@@ -241,12 +241,12 @@ func (r *Reconciler) finishPull(ctx context.Context, c *clusters.Cluster, key Ke
 	if labels := dst.GetLabels(); r.opts.WriteStatus && labels[annotations.LabelEnabled] != "true" && labels[annotations.LabelMirror] != "true" {
 		status := PullStatus(v, ref, holdsPulled(dst))
 		if dst.GetAnnotations()[annotations.AnnotationStatus] != status {
-			written, err := r.patchMetadata(ctx, c, key, dst.GetResourceVersion(), nil, &status)
+			patched, err := r.patchMetadata(ctx, c, key, dst.GetResourceVersion(), nil, &status)
 			if err != nil {
 				// A conflict is a newer version on its way; gone is gone.
 				return reconcile.Result{}, client.IgnoreNotFound(ignoreConflict(err))
 			}
-			r.pulls.writes.Store(key, written.GetResourceVersion())
+			r.pulls.writes.Store(key, patched.GetResourceVersion())
 		}
 	}
 	if v.State == PullFailed {
