@@ -57,10 +57,12 @@ var States = []State{InSync, Pending, Drifted, Missing, Conflict, Excluded, Unre
 // Missing.
 const PendingWindow = time.Minute
 
-// Report is what status prints: the source and every target considered.
+// Report is what status prints: the source and every target considered;
+// for a pull mirror, Source describes the pull mirror and Pull its pull.
 type Report struct {
-	Source  Source   `json:"source"`
-	Targets []Target `json:"targets"`
+	Source  Source      `json:"source"`
+	Targets []Target    `json:"targets"`
+	Pull    *PullReport `json:"pull,omitempty"`
 }
 
 // Source is the source's parsed settings.
@@ -138,11 +140,15 @@ func (c *Client) Inspect(ctx context.Context, mapping *meta.RESTMapping, namespa
 	if err != nil {
 		return nil, err
 	}
-	nss, err := c.namespaces(ctx)
-	if err != nil {
-		return nil, err
+	var r *Report
+	if isPullMirror(src) {
+		r, err = c.inspectPull(ctx, mapping, src)
+	} else {
+		var nss namespaces
+		if nss, err = c.namespaces(ctx); err == nil {
+			r, err = c.report(ctx, mapping, src, nss)
+		}
 	}
-	r, err := c.report(ctx, mapping, src, nss)
 	if err != nil {
 		return nil, err
 	}

@@ -111,4 +111,6 @@ func TestStatusRemote(t *testing.T) {
 	}).Should(BeTrue(), "the deleted mirror is gone")
 	g.Expect(hubC.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "creds"}})).To(Succeed())
 	g.Expect(statusRemote()).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.Conflict)))
+
+	remotePulls(t, hubC, memR, plugin)
 }

@@ -16,7 +16,7 @@ func (o *options) statusCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "status KIND/NAME [-n NAMESPACE] [-o json]",
-		Short: "Show a source's settings, the state of every target considered, and its recent Events",
+		Short: "Show a source's settings, the state of every target considered, and its recent Events (of a pull mirror: its source and state)",
 		Example: `  kubectl fleetmirror status secret/db-credentials -n platform
   kubectl fleetmirror status cm/app-config -n platform -o json`,
 		Args: cobra.ExactArgs(1),
@@ -42,6 +42,9 @@ func (o *options) statusCommand() *cobra.Command {
 // printReport writes r for people. Namespaces that match no entry are
 // counted, not listed; -o json lists them.
 func printReport(w io.Writer, r *Report) error {
+	if r.Pull != nil {
+		return printPull(w, r)
+	}
 	s := r.Source
 	var b strings.Builder
 	fmt.Fprintf(&b, "Source:      %s %s/%s (%s)\n", s.Kind, s.Namespace, s.Name, s.APIVersion)
@@ -102,14 +105,19 @@ func printReport(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintf(w, "(%d other namespaces %s; -o json lists them)\n", unmatched, what)
 	}
-	if len(s.Events) == 0 {
+	return printEvents(w, s.Events)
+}
+
+// printEvents writes the recent Events of a report's object.
+func printEvents(w io.Writer, events []Event) error {
+	if len(events) == 0 {
 		_, err := fmt.Fprintln(w, "\nEvents: none")
 		return err
 	}
 	fmt.Fprintln(w, "\nEvents:")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LAST SEEN\tTYPE\tREASON\tCOUNT\tMESSAGE")
-	for _, e := range s.Events {
+	for _, e := range events {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.LastSeen.UTC().Format(time.RFC3339), e.Type, e.Reason, e.Count, e.Message)
 	}
 	return tw.Flush()

@@ -64,6 +64,9 @@ func (c *Client) Why(ctx context.Context, mapping *meta.RESTMapping, namespace, 
 
 // explain answers why from a report.
 func explain(r *Report, agent Agent, in string) Answer {
+	if r.Pull != nil {
+		return explainPull(r)
+	}
 	s := r.Source
 	obj := fmt.Sprintf("%s/%s -n %s", strings.ToLower(s.Kind), s.Name, s.Namespace)
 	switch {

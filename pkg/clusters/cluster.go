@@ -89,7 +89,9 @@ type Cluster struct {
 
 type kindWatch struct {
 	sources, mirrors cache.SharedIndexInformer
-	cancel           context.CancelFunc
+	// pulls are the pull mirrors of the kind (pull.go).
+	pulls  cache.SharedIndexInformer
+	cancel context.CancelFunc
 }
 
 // New builds the clients of a cluster. All of them share one HTTP client,
@@ -216,8 +218,8 @@ func (c *Cluster) Start(ctx context.Context) {
 	}
 }
 
-// Watch makes sure sources and mirrors of gvk are watched. It is cheap to
-// call again for a kind already watched.
+// Watch makes sure sources, mirrors and pull mirrors of gvk are watched.
+// It is cheap to call again for a kind already watched.
 func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	if c.kind(gvk) != nil {
 		return nil
@@ -244,8 +246,8 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	return nil
 }
 
-// newKindWatch builds the informers of gvk's sources and mirrors, without
-// handlers and not started.
+// newKindWatch builds the informers of gvk's sources, mirrors and pull
+// mirrors, without handlers and not started.
 func (c *Cluster) newKindWatch(gvk schema.GroupVersionKind) (*kindWatch, error) {
 	mapping, err := c.mapping(gvk)
 	if err != nil {
@@ -263,6 +265,7 @@ func (c *Cluster) newKindWatch(gvk schema.GroupVersionKind) (*kindWatch, error) 
 		// are none unless somebody tries, and then they are few.
 		sources: c.informer(mapping.Resource, sourceSel, nil, stripMetadata),
 		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
+		pulls:   c.pullInformer(mapping.Resource),
 	}, nil
 }
 
@@ -280,13 +283,15 @@ func (c *Cluster) handle(gvk schema.GroupVersionKind, w *kindWatch) error {
 	})); err != nil {
 		return err
 	}
-	_, err := w.mirrors.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+	if _, err := w.mirrors.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
 		mirrorEvents.Inc()
 		if m, ok := obj.(*Mirror); ok {
 			c.opts.Handler.Mirror(c.opts.Name, gvk, m, deleted)
 		}
-	}))
-	return err
+	})); err != nil {
+		return err
+	}
+	return c.handlePulls(gvk, w)
 }
 
 // RestartWatches lists and watches every watched kind afresh. client-go's
@@ -314,7 +319,8 @@ func (c *Cluster) RestartWatches(ctx context.Context) error {
 		w.cancel = cancel
 		go w.sources.RunWithContext(runCtx)
 		go w.mirrors.RunWithContext(runCtx)
-		if !cache.WaitForCacheSync(ctx.Done(), w.sources.HasSynced, w.mirrors.HasSynced) {
+		go w.pulls.RunWithContext(runCtx)
+		if !cache.WaitForCacheSync(ctx.Done(), w.sources.HasSynced, w.mirrors.HasSynced, w.pulls.HasSynced) {
 			cancel()
 			return errors.Join(append(errs, ctx.Err())...)
 		}
@@ -366,6 +372,7 @@ func (c *Cluster) runLocked(gvk schema.GroupVersionKind, w *kindWatch) {
 	w.cancel = cancel
 	go w.sources.RunWithContext(ctx)
 	go w.mirrors.RunWithContext(ctx)
+	go w.pulls.RunWithContext(ctx)
 }
 
 func (c *Cluster) informer(gvr schema.GroupVersionResource, sel labels.Selector, idx cache.Indexers, transform cache.TransformFunc) cache.SharedIndexInformer {
@@ -388,7 +395,7 @@ func (c *Cluster) HasSynced() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, w := range c.kinds {
-		if !w.sources.HasSynced() || !w.mirrors.HasSynced() {
+		if !w.synced() {
 			return false
 		}
 	}
@@ -582,5 +589,10 @@ func (c *Cluster) KindSynced(gvk schema.GroupVersionKind) (synced, watched bool)
 	if w == nil {
 		return false, false
 	}
-	return w.sources.HasSynced() && w.mirrors.HasSynced(), true
+	return w.synced(), true
+}
+
+// synced reports whether every watch of the kind has its initial list.
+func (w *kindWatch) synced() bool {
+	return w.sources.HasSynced() && w.mirrors.HasSynced() && w.pulls.HasSynced()
 }

@@ -49,8 +49,9 @@ type KindOptions struct {
 	Explicit []schema.GroupVersionKind
 	// Deny lists kinds never discovered.
 	Deny []schema.GroupKind
-	// Lazy watches a kind only while a source or one of our mirrors of it
-	// exists somewhere, found by label-selected LISTs with limit=1.
+	// Lazy watches a kind only while a source, one of our mirrors or a pull
+	// mirror of it exists somewhere, found by label-selected LISTs with
+	// limit=1.
 	Lazy bool
 	// ProbeInterval is how often lazy kinds are probed.
 	ProbeInterval time.Duration
@@ -221,8 +222,8 @@ func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 	}
 }
 
-// usage reports whether any cluster has a source or one of our mirrors of
-// gvk: from the caches where it is watched, else by a LIST with limit=1.
+// usage reports whether any cluster has a source, one of our mirrors or a
+// pull mirror of gvk: from the caches where it is watched, else by a LIST with limit=1.
 // unknown is true when no cluster had one but some could not answer
 // (unreachable, failing, forbidden): the caller then decides nothing.
 // Clusters whose probe fails are added to failed and skipped while in it.
@@ -233,7 +234,7 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 			continue
 		}
 		if synced, watched := c.KindSynced(gvk); watched && synced {
-			if len(c.Sources(gvk)) > 0 || len(c.AllMirrors(gvk)) > 0 {
+			if len(c.Sources(gvk)) > 0 || len(c.AllMirrors(gvk)) > 0 || len(c.Pulls(gvk)) > 0 {
 				return true, false
 			}
 			continue
@@ -241,6 +242,7 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 		for _, sel := range []string{
 			annotations.LabelEnabled + "=true",
 			annotations.LabelMirror + "=true," + annotations.LabelManagedBy + "=" + k.opts.ManagedBy,
+			annotations.LabelPull + "=true",
 		} {
 			found, err := c.probe(ctx, gvk, sel)
 			if found {

@@ -45,6 +45,7 @@ func (e *eventSource) Source(cluster string, gvk schema.GroupVersionKind, obj *u
 	k := Key{Cluster: cluster, GVK: gvk, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	e.reconciler.Observe(k)
 	e.add(k)
+	e.enqueuePullsOf(cluster, gvk, obj)
 }
 
 // Mirror enqueues the source of a mirror that was deleted or drifted from
@@ -71,13 +72,15 @@ func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters
 }
 
 // Namespace enqueues every source of the cluster when a namespace appears,
-// changes labels or goes away: any of them may target it.
-func (e *eventSource) Namespace(cluster string, _ *metav1.PartialObjectMetadata) {
+// changes labels or goes away: any of them may target it. So may the pull
+// mirrors in it receive content or not.
+func (e *eventSource) Namespace(cluster string, ns *metav1.PartialObjectMetadata) {
 	for _, c := range e.fleet.Clusters() {
 		if (c.Name() == cluster) != e.crossCluster {
 			e.enqueueSources(c)
 		}
 	}
+	e.enqueuePullsIn(cluster, ns.GetName())
 }
 
 // KindSynced is called when the watches of a kind newly watched in c have
@@ -105,6 +108,7 @@ func (e *eventSource) Left(name string, gone bool) {
 	e.reconciler.Applier.ForgetCluster(name)
 	if gone {
 		e.clusterGone(name)
+		e.reconciler.forgetPullCluster(name)
 	}
 	e.enqueueAll()
 }
@@ -135,11 +139,12 @@ func (e *eventSource) enqueueSources(c *clusters.Cluster) {
 	}
 }
 
-// enqueueKind enqueues the sources of kind gvk in c.
+// enqueueKind enqueues the sources and the pull mirrors of kind gvk in c.
 func (e *eventSource) enqueueKind(c *clusters.Cluster, gvk schema.GroupVersionKind) {
 	for _, s := range c.Sources(gvk) {
 		e.add(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
 	}
+	e.enqueuePulls(c, gvk)
 }
 
 // Start is the controller source. Once the fleet is known and the local

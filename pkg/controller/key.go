@@ -7,16 +7,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Key is one work queue item: a source object in a cluster.
+// Key is one work queue item: a source object in a cluster, or with Pull
+// a pull mirror (pull.go).
 type Key struct {
 	Cluster   string
 	GVK       schema.GroupVersionKind
 	Namespace string
 	Name      string
+	Pull      bool
 }
 
 func (k Key) String() string {
-	return fmt.Sprintf("%s/%s/%s/%s", k.Cluster, k.GVK.Kind, k.Namespace, k.Name)
+	s := fmt.Sprintf("%s/%s/%s/%s", k.Cluster, k.GVK.Kind, k.Namespace, k.Name)
+	if k.Pull {
+		s = "pull:" + s
+	}
+	return s
 }
 
 // ParseSourceRef splits an AnnotationSource value into cluster, namespace

@@ -45,6 +45,8 @@ type Reconciler struct {
 
 	// breaker spaces out the retries of a source that keeps failing.
 	breaker breaker
+	// pulls is what is remembered of pull mirrors (pull.go).
+	pulls pullState
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
@@ -76,6 +78,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, 
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
+	if key.Pull {
+		return r.reconcilePull(ctx, key)
+	}
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name)
 	ctx = ctrl.LoggerInto(ctx, log)
 	ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)

@@ -24,7 +24,7 @@ func TestListsAndWatchesAreFiltered(t *testing.T) {
 	create(t, sourceSecret(ns[0], "w", ns[1], map[string]string{"k": "v"}))
 	eventuallySecret(t, ns[1], "w", nil)
 
-	var kinds, nsLists int
+	var kinds, pulls, nsLists int
 	for _, r := range allRequests() {
 		if r.Method != http.MethodGet {
 			continue
@@ -34,9 +34,13 @@ func TestListsAndWatchesAreFiltered(t *testing.T) {
 			sel := r.URL.Query().Get("labelSelector")
 			// Sources select on the enabled label alone: a mirror that
 			// carries it is listed too, so that it is refused out loud.
-			// Mirrors select on our labels and our writer.
-			g.Expect(sel).To(SatisfyAny(Equal("fleetmirror.io/enabled=true"), ContainSubstring("fleetmirror.io/mirror=true")),
+			// Mirrors select on our labels and our writer, pull mirrors on
+			// the pull label.
+			g.Expect(sel).To(SatisfyAny(Equal("fleetmirror.io/enabled=true"), ContainSubstring("fleetmirror.io/mirror=true"), Equal("fleetmirror.io/pull=true")),
 				"unfiltered list or watch: GET %s", r.URL.RequestURI())
+			if sel == "fleetmirror.io/pull=true" {
+				pulls++
+			}
 			if strings.Contains(sel, "fleetmirror.io/mirror") {
 				g.Expect(sel).To(ContainSubstring("fleetmirror.io/managed-by="), "mirrors of this writer only: GET %s", r.URL.RequestURI())
 			}
@@ -46,6 +50,7 @@ func TestListsAndWatchesAreFiltered(t *testing.T) {
 			g.Expect(r.Accept).To(ContainSubstring("as=PartialObjectMetadata"), "namespaces as metadata only: GET %s", r.URL.RequestURI())
 		}
 	}
-	g.Expect(kinds).To(BeNumerically(">=", 4), "lists and watches of secrets and configmaps were recorded")
+	g.Expect(kinds).To(BeNumerically(">=", 6), "lists and watches of secrets and configmaps were recorded")
+	g.Expect(pulls).To(BeNumerically(">=", 2), "lists and watches of pull mirrors were recorded")
 	g.Expect(nsLists).To(BeNumerically(">=", 1), "lists of namespaces were recorded")
 }

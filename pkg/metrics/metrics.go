@@ -118,7 +118,7 @@ func ObservePropagation(kind, sourceCluster, cluster string, d time.Duration) {
 func ForgetCluster(cluster string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{SyncOperations, Conflicts, Mirrors, WatchedKinds, WatchEvents, CallsInFlight} {
+	}{SyncOperations, Conflicts, Mirrors, WatchedKinds, WatchEvents, CallsInFlight, PullOperations, PullMirrors} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 	PropagationSeconds.DeletePartialMatch(prometheus.Labels{"cluster": cluster})

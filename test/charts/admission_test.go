@@ -153,6 +153,7 @@ func ours(msgs []string, policy string) []string {
 var (
 	enabled = map[string]string{annotations.LabelEnabled: "true"}
 	mirror  = map[string]string{annotations.LabelMirror: "true", annotations.LabelManagedBy: annotations.ManagedByMember}
+	pull    = map[string]string{annotations.LabelPull: "true"}
 )
 
 // TestAdmissionPolicyOnAPIServer installs the admission policies of both
@@ -226,6 +227,24 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 		}},
 		{"bad targets", enabled, map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationTargetNamespaces: "team-a, Team_B, a/b/c, all-labelled"}, []string{
 			`fleetmirror.io/target-namespaces: the agent skips the invalid entries "Team_B", "a/b/c", "all-labelled"; write each comma-separated entry as a namespace name`,
+		}},
+		{"pull mirror", pull, map[string]string{
+			annotations.AnnotationMirrorFrom: "team-a/db", annotations.AnnotationStatus: "InSync: pulled from team-a/db", annotations.AnnotationContentHash: "abc",
+		}, nil},
+		{"pull mirror through the hub", pull, map[string]string{annotations.AnnotationMirrorFrom: "eu-1.example.com/team-a/db.creds"}, nil},
+		{"source allowing pulls", enabled, map[string]string{annotations.AnnotationAllowPullInto: "team-a, app-*, eu-*/team-b, */shared"}, nil},
+		{"mirror-from without the pull label", nil, map[string]string{annotations.AnnotationMirrorFrom: "team-a/db"}, []string{
+			`fleetmirror ignores fleetmirror.io/mirror-from without the label fleetmirror.io/pull: "true". Add the label`,
+		}},
+		{"mirror-from that names no source", pull, map[string]string{annotations.AnnotationMirrorFrom: "team-a/db/x/y"}, []string{
+			`fleetmirror.io/mirror-from is "team-a/db/x/y", which names no source: write NAMESPACE/NAME, or CLUSTER/NAMESPACE/NAME`,
+		}},
+		{"a source asking for a pull", map[string]string{annotations.LabelEnabled: "true", annotations.LabelPull: "true"},
+			map[string]string{annotations.AnnotationMirrorFrom: "team-a/db"}, []string{
+				"labelled both fleetmirror.io/enabled and fleetmirror.io/pull is refused as a pull mirror",
+			}},
+		{"bad allow-pull-into", enabled, map[string]string{annotations.AnnotationAllowPullInto: "team-a, all, Team_B, a/b/c"}, []string{
+			`fleetmirror.io/allow-pull-into: the agent skips the invalid entries "all", "Team_B", "a/b/c"; write each comma-separated entry`,
 		}},
 		{"targets over 16 KiB", enabled, map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationTargetNamespaces: strings.Repeat("team-a,", 16*1024/7+1)}, []string{
 			"fleetmirror.io/target-namespaces is longer than 16384 bytes, so the agent ignores all of it",
@@ -320,11 +339,11 @@ func TestAdmissionTargetsMatchTheParser(t *testing.T) {
 	}
 }
 
-// policyWarnsAbout installs the admission policy of chart as release on the
-// test API server and returns a function that creates a source whose
-// annotation key holds value and reports whether the policy warns about
+// policyWarns installs the admission policy of chart as release on the
+// test API server and returns a function that creates a Secret with the
+// given labels and annotations and reports whether the policy warns about
 // key. The policy may need a moment before it serves.
-func policyWarnsAbout(t *testing.T, release, chart, key string) func(value string) bool {
+func policyWarns(t *testing.T, release, chart string) func(lbls, anns map[string]string, key string) bool {
 	t.Helper()
 	api := apiServer(t)
 	ctx := context.Background()
@@ -336,13 +355,24 @@ func policyWarnsAbout(t *testing.T, release, chart, key string) func(value strin
 	ms := parseManifests(t, out)
 	applyRendered(ctx, t, api.Client, ms, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 	policy := ms.Get(t, "ValidatingAdmissionPolicy", "-annotations").Name
-	return func(value string) bool {
+	return func(lbls map[string]string, anns map[string]string, key string) bool {
 		t.Helper()
-		msgs, err := createSecret(ctx, cs, w, "default", enabled, map[string]string{annotations.AnnotationSync: "true", key: value})
+		msgs, err := createSecret(ctx, cs, w, "default", lbls, anns)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return slices.ContainsFunc(ours(msgs, policy), func(m string) bool { return strings.Contains(m, key) })
+	}
+}
+
+// policyWarnsAbout is policyWarns for a source whose annotation key holds
+// value.
+func policyWarnsAbout(t *testing.T, release, chart, key string) func(value string) bool {
+	t.Helper()
+	warns := policyWarns(t, release, chart)
+	return func(value string) bool {
+		t.Helper()
+		return warns(enabled, map[string]string{annotations.AnnotationSync: "true", key: value}, key)
 	}
 }
 
@@ -567,6 +597,41 @@ func TestClusterObjectsAreValid(t *testing.T) {
 					t.Errorf("%s: ClusterRole %s aggregates %s: %v, want %v", c.dir, name, r.Name, got, want)
 				}
 			}
+		}
+	}
+}
+
+// TestAdmissionPullMatchesTheParser checks the policy's rules for
+// mirror-from and allow-pull-into against pkg/annotations on a real API
+// server: a value draws the warning exactly when the agent finds it
+// invalid.
+func TestAdmissionPullMatchesTheParser(t *testing.T) {
+	warns := policyWarns(t, "pull", "member")
+	warned := func(lbls map[string]string, key, value string) bool {
+		t.Helper()
+		return warns(lbls, map[string]string{key: value}, key)
+	}
+	NewWithT(t).Eventually(func() bool { return warned(pull, annotations.AnnotationMirrorFrom, "x") }, 30*time.Second, 200*time.Millisecond).Should(BeTrue())
+
+	long := func(n int) string { return strings.Repeat("a", n) }
+	for _, v := range []string{
+		"ns/name", " ns/name ", "ns/a.b", "c/ns/name", "c.example.com/ns/name", long(63) + "/" + long(253), long(64) + "/x",
+		"x/" + long(254), long(253) + "/ns/x", long(254) + "/ns/x", "", "x", "/x", "x/", "//", "/ns/x", "c//x", "a/b/c/d",
+		"NS/x", "ns/X", "ns/*", "ns/a_b", "a.b/x", "-ns/x", "ns/x-", "c_1/ns/x", "ns/x\ty", "ümlaut/x",
+	} {
+		_, err := annotations.ParseMirrorFrom(v)
+		if got := warned(pull, annotations.AnnotationMirrorFrom, v); got != (err != nil) {
+			t.Errorf("mirror-from %q: policy warns %v, agent's error %v", v, got, err)
+		}
+	}
+	for _, v := range []string{
+		"team-a", "team-a, team-b", " team-a ,, team-b ,", "", "app-*", "*", "*/*", "prod/team-a", "c?/team-*",
+		"all", "all-labeled", "prod/all", "any", "labeled", "ALL", "Bad_NS", "a/b/c", "/x", "x/", "/", "a b", "[abc]",
+		long(63), long(64), long(253) + "/ns", long(254) + "/ns", "x/" + long(64),
+	} {
+		c := annotations.ParseAllowPullInto(v)
+		if got := warned(enabled, annotations.AnnotationAllowPullInto, v); got != (len(c.Problems) > 0) {
+			t.Errorf("allow-pull-into %q: policy warns %v, agent reports problems %v %q", v, got, len(c.Problems) > 0, c.Problems)
 		}
 	}
 }

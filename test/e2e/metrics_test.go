@@ -46,6 +46,7 @@ func TestMetrics(t *testing.T) {
 	}{
 		{"mirroring moves the sync metrics", testSyncMetrics},
 		{"a source that keeps failing opens its circuit breaker", testCircuitBreaker},
+		{"pull mirrors move the pull metrics", testPullMetrics},
 		{"the hub reports its clusters", testClusterMetrics},
 		{"an unreachable cluster and a broken registration are reported", func(t *testing.T) {
 			testUnreachableCluster(t, ghost, broken)

@@ -265,6 +265,9 @@ Mirrors (their label) and the agents' own writes are not checked.
 {{- $cluster := printf "(%s([.]%s)*|%s)" $label $label $glob }}
 {{- $misspelled := include "fleetmirror.celList" (list "all-labelled" "all-label" "alllabeled" "labeled" "all-namespaces" "any") }}
 {{- $tools := include "fleetmirror.celList" (list "reflector" "replicator" "kubemirror") }}
+{{- $notPullInto := include "fleetmirror.celList" (list "all" "all-labeled" "all-labelled" "all-label" "alllabeled" "labeled" "all-namespaces" "any") }}
+{{- $subdomain := printf "%s([.]%s)*" $label $label }}
+{{- $pullKeys := include "fleetmirror.celList" (list "fleetmirror.io/status" "fleetmirror.io/mirror-from" "fleetmirror.io/content-hash") }}
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
@@ -333,9 +336,41 @@ spec:
           variables.annotations['fleetmirror.io/adopt'].split(',').map(e, e.trim()).filter(e, e != '') :
           []
         ).filter(e, !(e in {{ $tools }}))
+    # Pull mirrors: the label fleetmirror.io/pull and a fleetmirror.io/mirror-from
+    # as pkg/annotations.ParseMirrorFrom reads it: NAMESPACE/NAME (a DNS-1123
+    # label and subdomain) or CLUSTER/NAMESPACE/NAME (CLUSTER a subdomain).
+    - name: pull
+      expression: |-
+        has(object.metadata.labels) && 'fleetmirror.io/pull' in object.metadata.labels &&
+        object.metadata.labels['fleetmirror.io/pull'] == 'true'
+    - name: mirrorFrom
+      expression: |-
+        'fleetmirror.io/mirror-from' in variables.annotations ? variables.annotations['fleetmirror.io/mirror-from'].trim() : ''
+    - name: badMirrorFrom
+      expression: |-
+        'fleetmirror.io/mirror-from' in variables.annotations &&
+        !(variables.mirrorFrom.matches('^({{ $subdomain }}/)?{{ $label }}/{{ $subdomain }}$') &&
+          (variables.mirrorFrom.split('/').size() == 2 ?
+            variables.mirrorFrom.split('/')[0].size() <= 63 && variables.mirrorFrom.split('/')[1].size() <= 253 :
+            variables.mirrorFrom.split('/')[0].size() <= 253 && variables.mirrorFrom.split('/')[1].size() <= 63 &&
+            variables.mirrorFrom.split('/')[2].size() <= 253))
+    # Entries of allow-pull-into as pkg/annotations.ParseAllowPullInto reads
+    # them: those of target-namespaces without the keywords.
+    - name: pullInto
+      expression: |-
+        'fleetmirror.io/allow-pull-into' in variables.annotations ?
+          variables.annotations['fleetmirror.io/allow-pull-into'].split(',').map(e, e.trim()).filter(e, e != '') :
+          []
+    - name: badPullInto
+      expression: |-
+        variables.pullInto.filter(e,
+          !(e.matches('^{{ $ns }}$') && e.size() <= 63 && !(e in {{ $notPullInto }})) &&
+          !(e.matches('^{{ $cluster }}/{{ $ns }}$') &&
+            e.split('/')[0].size() <= 253 && e.split('/')[1].size() <= 63 &&
+            !(e.split('/')[1] in {{ $notPullInto }})))
   validations:
     - expression: |-
-        variables.enabled || variables.keys.all(k, k == 'fleetmirror.io/status')
+        variables.enabled || variables.keys.all(k, k in {{ $pullKeys }})
       message: >-
         fleetmirror ignores this object: it has fleetmirror.io/ annotations but
         not the label fleetmirror.io/enabled: "true". Add the label to mirror it
@@ -384,6 +419,41 @@ spec:
         'fleetmirror.io/adopt: the agent ignores ' +
         variables.badAdopt.map(e, e.matches('\\p{Cc}') ? 'an entry with control characters' : '"' + e + '"').join(', ') +
         ', which are not tools; write a comma-separated list of reflector, replicator and kubemirror'
+    - expression: |-
+        !('fleetmirror.io/mirror-from' in variables.annotations) || variables.pull
+      message: >-
+        fleetmirror ignores fleetmirror.io/mirror-from without the label
+        fleetmirror.io/pull: "true". Add the label to receive the source's
+        content (kubectl label <kind> <name> fleetmirror.io/pull=true), or
+        remove the annotation.
+    - expression: "!variables.badMirrorFrom"
+      message: >-
+        fleetmirror.io/mirror-from must name the source as NAMESPACE/NAME, or
+        CLUSTER/NAMESPACE/NAME through the hub, each a lowercase DNS name.
+      messageExpression: |-
+        'fleetmirror.io/mirror-from is ' +
+        (variables.mirrorFrom.matches('\\p{Cc}') ? 'a value with control characters' : '"' + variables.mirrorFrom + '"') +
+        ', which names no source: write NAMESPACE/NAME, or CLUSTER/NAMESPACE/NAME through the hub, each a lowercase DNS name'
+    - expression: "!(variables.enabled && variables.pull)"
+      message: >-
+        An object labelled both fleetmirror.io/enabled and fleetmirror.io/pull
+        is refused as a pull mirror: a source is never written by a pull.
+        Remove one of the labels.
+    - expression: |-
+        !('fleetmirror.io/allow-pull-into' in variables.annotations) ||
+        variables.annotations['fleetmirror.io/allow-pull-into'].size() <= 16384
+      message: >-
+        fleetmirror.io/allow-pull-into is longer than 16384 bytes, so the agent
+        allows no pull at all: list fewer entries, or match namespaces with a glob.
+    - expression: variables.badPullInto.size() == 0
+      message: >-
+        fleetmirror.io/allow-pull-into has entries the agent skips: write each
+        comma-separated entry as a namespace name, a glob of a-z, 0-9, "-", ".",
+        "*" and "?", or CLUSTER/NAMESPACE.
+      messageExpression: |-
+        'fleetmirror.io/allow-pull-into: the agent skips the invalid entries ' +
+        variables.badPullInto.map(e, e.matches('\\p{Cc}') ? 'with control characters' : '"' + e + '"').join(', ') +
+        '; write each comma-separated entry as a namespace name (a lowercase DNS label), a glob of a-z, 0-9, "-", ".", "*" and "?" ("*" for every namespace), or CLUSTER/NAMESPACE'
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
