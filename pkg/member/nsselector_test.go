@@ -61,12 +61,16 @@ func TestNamespaceSelectorFollowsLabels(t *testing.T) {
 	})
 	g.Eventually(status(s), timeout, poll).Should(Equal("1/1 namespaces synced"))
 
+	start := time.Now()
 	labelNamespace(t, later, key, "in")
 	fleettest.EventuallyExists(t, relabelled, fleet.Hub, fleettest.Secret(later, s.Name), nil)
+	t.Logf("a namespace labelled in had its mirror after %s", time.Since(start).Round(time.Millisecond))
 	g.Eventually(status(s), timeout, poll).Should(Equal("2/2 namespaces synced"))
 
+	start = time.Now()
 	labelNamespace(t, ns[1], key, "")
 	fleettest.EventuallyGone(t, relabelled, fleet.Hub, fleettest.Secret(ns[1], s.Name))
+	t.Logf("a namespace labelled out lost its mirror after %s", time.Since(start).Round(time.Millisecond))
 	labelNamespace(t, later, key, "out")
 	fleettest.EventuallyGone(t, relabelled, fleet.Hub, fleettest.Secret(later, s.Name))
 	g.Eventually(status(s), timeout, poll).Should(Equal("0/0 namespaces synced"))
