@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -299,6 +298,10 @@ type Fleet struct {
 	Hub *Cluster
 	// Members are the other clusters, in the order given to Start.
 	Members []*Cluster
+
+	// etcd is the one etcd of every cluster of a fleet started by
+	// StartShared; nil when each has its own.
+	etcd *sharedEtcd
 }
 
 // Start starts the hub and one cluster per member name, all at once, and
@@ -307,15 +310,8 @@ type Fleet struct {
 // unique DNS labels other than HubName. On error, whatever started is stopped.
 func Start(dir string, memberNames ...string) (*Fleet, error) {
 	names := append([]string{HubName}, memberNames...)
-	seen := map[string]bool{}
-	for _, name := range names {
-		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-			return nil, fmt.Errorf("cluster name %q: %v", name, errs)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("cluster name %q given twice (the hub is always %q)", name, HubName)
-		}
-		seen[name] = true
+	if err := checkNames(names); err != nil {
+		return nil, err
 	}
 	assets, err := Assets()
 	if err != nil {
@@ -397,7 +393,8 @@ func (f *Fleet) Cluster(name string) *Cluster {
 }
 
 // Stop stops every cluster, running or stopped, and removes their files,
-// the kubeconfigs Start wrote included.
+// the kubeconfigs Start wrote included; then the shared etcd of a fleet
+// started by StartShared.
 func (f *Fleet) Stop() error {
 	clusters := f.Clusters()
 	errs := make([]error, len(clusters))
@@ -406,5 +403,9 @@ func (f *Fleet) Stop() error {
 		wg.Go(func() { errs[i] = c.shutdown() })
 	}
 	wg.Wait()
+	if f.etcd != nil { // after the API servers that store in it
+		errs = append(errs, f.etcd.stop())
+		f.etcd = nil
+	}
 	return errors.Join(errs...)
 }
