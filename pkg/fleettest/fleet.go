@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -309,18 +310,25 @@ type Fleet struct {
 // each admin kubeconfig to <dir>/<name>.kubeconfig (mode 0600). Names must be
 // unique DNS labels other than HubName. On error, whatever started is stopped.
 func Start(dir string, memberNames ...string) (*Fleet, error) {
-	names := append([]string{HubName}, memberNames...)
-	if err := checkNames(names); err != nil {
-		return nil, err
-	}
-	assets, err := Assets()
+	names, assets, err := prepare(memberNames)
 	if err != nil {
 		return nil, err
 	}
+	// Each API server takes seconds to start; start them side by side.
+	build := func(name string) (*Cluster, error) { return newCluster(name, assets) }
+	return startClusters(&Fleet{}, dir, names, build, (*Cluster).start, 0, nil)
+}
 
-	f := &Fleet{}
+// startClusters fills f with a cluster per name, built by build (the
+// first is the hub), starts them with start, at most parallel at a time
+// (all at once when zero), calling progress, when set, after each start;
+// then writes their kubeconfigs to dir, when not empty. On error, whatever
+// started is stopped.
+func startClusters(f *Fleet, dir string, names []string, build func(name string) (*Cluster, error),
+	start func(*Cluster) error, parallel int, progress func(started, total int),
+) (*Fleet, error) {
 	for _, name := range names {
-		c, err := newCluster(name, assets)
+		c, err := build(name)
 		if err != nil {
 			return nil, errors.Join(err, f.Stop())
 		}
@@ -330,19 +338,34 @@ func Start(dir string, memberNames ...string) (*Fleet, error) {
 			f.Members = append(f.Members, c)
 		}
 	}
-
-	// Each API server takes seconds to start; start them side by side.
 	clusters := f.Clusters()
+	if parallel <= 0 {
+		parallel = len(clusters)
+	}
 	errs := make([]error, len(clusters))
+	var next, started atomic.Int64
 	var wg sync.WaitGroup
-	for i, c := range clusters {
-		wg.Go(func() { errs[i] = c.start() })
+	for range min(parallel, len(clusters)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(clusters) {
+					return
+				}
+				if errs[i] = start(clusters[i]); errs[i] != nil {
+					next.Store(int64(len(clusters))) // start no more
+					return
+				}
+				if n := started.Add(1); progress != nil {
+					progress(int(n), len(clusters))
+				}
+			}
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
-
 	if dir != "" {
 		if err := f.writeKubeconfigs(dir); err != nil {
 			return nil, errors.Join(err, f.Stop())

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +52,9 @@ type SharedOptions struct {
 	Progress func(started, total int)
 }
 
+// defaultSharedParallel is SharedOptions.Parallel's default.
+const defaultSharedParallel = 4
+
 // etcdPrefixRoot starts the --etcd-prefix of every API server of a shared
 // etcd; the cluster's name follows.
 const etcdPrefixRoot = "/fleettest/"
@@ -80,11 +81,7 @@ func (s *sharedEtcd) stop() error {
 // DNS labels other than HubName. Fleet.Stop stops the API servers, then the
 // etcd. On error, whatever started is stopped.
 func StartShared(dir string, o SharedOptions, memberNames ...string) (*Fleet, error) {
-	names := append([]string{HubName}, memberNames...)
-	if err := checkNames(names); err != nil {
-		return nil, err
-	}
-	assets, err := Assets()
+	names, assets, err := prepare(memberNames)
 	if err != nil {
 		return nil, err
 	}
@@ -92,59 +89,31 @@ func StartShared(dir string, o SharedOptions, memberNames ...string) (*Fleet, er
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{etcd: etcd}
-	for _, name := range names {
-		var args map[string]string
-		var env []string
-		if name != HubName {
-			args, env = o.MemberArgs, o.MemberEnv
+	build := func(name string) (*Cluster, error) {
+		if name == HubName {
+			return newSharedCluster(name, assets, etcd, nil, nil, o.Output)
 		}
-		c, err := newSharedCluster(name, assets, etcd, args, env, o.Output)
-		if err != nil {
-			return nil, errors.Join(err, f.Stop())
-		}
-		if f.Hub == nil {
-			f.Hub = c
-		} else {
-			f.Members = append(f.Members, c)
-		}
+		return newSharedCluster(name, assets, etcd, o.MemberArgs, o.MemberEnv, o.Output)
 	}
-
-	clusters := f.Clusters()
 	parallel := o.Parallel
 	if parallel <= 0 {
-		parallel = 4
+		parallel = defaultSharedParallel
 	}
-	errs := make([]error, len(clusters))
-	var next, started atomic.Int64
-	var wg sync.WaitGroup
-	for range min(parallel, len(clusters)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(clusters) {
-					return
-				}
-				if errs[i] = clusters[i].startShared(); errs[i] != nil {
-					next.Store(int64(len(clusters))) // start no more
-					return
-				}
-				if n := started.Add(1); o.Progress != nil {
-					o.Progress(int(n), len(clusters))
-				}
-			}
-		})
+	return startClusters(&Fleet{etcd: etcd}, dir, names, build, (*Cluster).startShared, parallel, o.Progress)
+}
+
+// prepare returns the names of a fleet's clusters, the hub's first, and
+// the directory of the envtest binaries; it refuses names that are not
+// unique DNS labels other than HubName.
+func prepare(memberNames []string) (names []string, assets string, err error) {
+	names = append([]string{HubName}, memberNames...)
+	if err := checkNames(names); err != nil {
+		return nil, "", err
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, errors.Join(err, f.Stop())
+	if assets, err = Assets(); err != nil {
+		return nil, "", err
 	}
-	if dir != "" {
-		if err := f.writeKubeconfigs(dir); err != nil {
-			return nil, errors.Join(err, f.Stop())
-		}
-	}
-	return f, nil
+	return names, assets, nil
 }
 
 // checkNames refuses names that are not unique DNS labels.

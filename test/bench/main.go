@@ -44,8 +44,8 @@ const (
 )
 
 // allWorkloads are the workloads of -workload all. hub-fleet is not among
-// them: it starts a hundred API servers, takes about a quarter of an hour
-// and about 12 GiB of memory, so it runs only when asked for by name.
+// them: it starts a hundred API servers, takes about 10 minutes and 11 GiB
+// of memory, so it runs only when asked for by name.
 var allWorkloads = []string{wlMemberSmall, wlMemberLarge, wlHub, wlHubChurn, wlHubFaults}
 
 // scale is the size of a workload; every field is a flag.
