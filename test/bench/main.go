@@ -44,7 +44,7 @@ const (
 )
 
 // allWorkloads are the workloads of -workload all. hub-fleet is not among
-// them: it starts a hundred API servers, takes about 10 minutes and 11 GiB
+// them: it starts a hundred API servers, takes about 10 minutes and 13 GiB
 // of memory, so it runs only when asked for by name.
 var allWorkloads = []string{wlMemberSmall, wlMemberLarge, wlHub, wlHubChurn, wlHubFaults}
 
