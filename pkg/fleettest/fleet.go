@@ -8,9 +8,9 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -299,6 +299,10 @@ type Fleet struct {
 	Hub *Cluster
 	// Members are the other clusters, in the order given to Start.
 	Members []*Cluster
+
+	// etcd is the one etcd of every cluster of a fleet started by
+	// StartShared; nil when each has its own.
+	etcd *sharedEtcd
 }
 
 // Start starts the hub and one cluster per member name, all at once, and
@@ -306,25 +310,25 @@ type Fleet struct {
 // each admin kubeconfig to <dir>/<name>.kubeconfig (mode 0600). Names must be
 // unique DNS labels other than HubName. On error, whatever started is stopped.
 func Start(dir string, memberNames ...string) (*Fleet, error) {
-	names := append([]string{HubName}, memberNames...)
-	seen := map[string]bool{}
-	for _, name := range names {
-		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-			return nil, fmt.Errorf("cluster name %q: %v", name, errs)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("cluster name %q given twice (the hub is always %q)", name, HubName)
-		}
-		seen[name] = true
-	}
-	assets, err := Assets()
+	names, assets, err := prepare(memberNames)
 	if err != nil {
 		return nil, err
 	}
+	// Each API server takes seconds to start; start them side by side.
+	build := func(name string) (*Cluster, error) { return newCluster(name, assets) }
+	return startClusters(&Fleet{}, dir, names, build, (*Cluster).start, 0, nil)
+}
 
-	f := &Fleet{}
+// startClusters fills f with a cluster per name, built by build (the
+// first is the hub), starts them with start, at most parallel at a time
+// (all at once when zero), calling progress, when set, after each start;
+// then writes their kubeconfigs to dir, when not empty. On error, whatever
+// started is stopped.
+func startClusters(f *Fleet, dir string, names []string, build func(name string) (*Cluster, error),
+	start func(*Cluster) error, parallel int, progress func(started, total int),
+) (*Fleet, error) {
 	for _, name := range names {
-		c, err := newCluster(name, assets)
+		c, err := build(name)
 		if err != nil {
 			return nil, errors.Join(err, f.Stop())
 		}
@@ -334,19 +338,34 @@ func Start(dir string, memberNames ...string) (*Fleet, error) {
 			f.Members = append(f.Members, c)
 		}
 	}
-
-	// Each API server takes seconds to start; start them side by side.
 	clusters := f.Clusters()
+	if parallel <= 0 {
+		parallel = len(clusters)
+	}
 	errs := make([]error, len(clusters))
+	var next, started atomic.Int64
 	var wg sync.WaitGroup
-	for i, c := range clusters {
-		wg.Go(func() { errs[i] = c.start() })
+	for range min(parallel, len(clusters)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(clusters) {
+					return
+				}
+				if errs[i] = start(clusters[i]); errs[i] != nil {
+					next.Store(int64(len(clusters))) // start no more
+					return
+				}
+				if n := started.Add(1); progress != nil {
+					progress(int(n), len(clusters))
+				}
+			}
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
-
 	if dir != "" {
 		if err := f.writeKubeconfigs(dir); err != nil {
 			return nil, errors.Join(err, f.Stop())
@@ -397,7 +416,8 @@ func (f *Fleet) Cluster(name string) *Cluster {
 }
 
 // Stop stops every cluster, running or stopped, and removes their files,
-// the kubeconfigs Start wrote included.
+// the kubeconfigs Start wrote included; then the shared etcd of a fleet
+// started by StartShared.
 func (f *Fleet) Stop() error {
 	clusters := f.Clusters()
 	errs := make([]error, len(clusters))
@@ -406,5 +426,9 @@ func (f *Fleet) Stop() error {
 		wg.Go(func() { errs[i] = c.shutdown() })
 	}
 	wg.Wait()
+	if f.etcd != nil { // after the API servers that store in it
+		errs = append(errs, f.etcd.stop())
+		f.etcd = nil
+	}
 	return errors.Join(errs...)
 }

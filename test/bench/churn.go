@@ -25,6 +25,7 @@ const (
 type hubStats struct {
 	Goroutines   float64 `json:"goroutines"`   // go_goroutines
 	RSSMiB       float64 `json:"rssMiB"`       // VmRSS
+	RSSAnonMiB   float64 `json:"rssAnonMiB"`   // RssAnon: the heap and stacks, not the binary's pages
 	HeapLiveMiB  float64 `json:"heapLiveMiB"`  // go_gc_heap_live_bytes just after a forced collection
 	HeapInuseMiB float64 `json:"heapInuseMiB"` // go_memstats_heap_inuse_bytes
 	Clusters     float64 `json:"clusters"`     // fleetmirror_hub_registered_clusters
@@ -359,6 +360,7 @@ func (b *bench) settledHubStats(ctx context.Context) (*hubStats, error) {
 	return &hubStats{
 		Goroutines:   sum(fams, "go_goroutines"),
 		RSSMiB:       u.RSSMiB,
+		RSSAnonMiB:   u.RSSAnonMiB,
 		HeapLiveMiB:  live / (1 << 20),
 		HeapInuseMiB: sum(fams, "go_memstats_heap_inuse_bytes") / (1 << 20),
 		Clusters:     sum(fams, "fleetmirror_hub_registered_clusters"),

@@ -40,8 +40,12 @@ const (
 	wlHub         = "hub"
 	wlHubChurn    = "hub-churn"
 	wlHubFaults   = "hub-faults"
+	wlHubFleet    = "hub-fleet"
 )
 
+// allWorkloads are the workloads of -workload all. hub-fleet is not among
+// them: it starts a hundred API servers, takes about 10 minutes and 13 GiB
+// of memory, so it runs only when asked for by name.
 var allWorkloads = []string{wlMemberSmall, wlMemberLarge, wlHub, wlHubChurn, wlHubFaults}
 
 // scale is the size of a workload; every field is a flag.
@@ -61,6 +65,8 @@ var defaults = map[string]scale{
 	wlHub:         {Namespaces: 100, Sources: 10, Members: 5, Updates: 100},
 	wlHubChurn:    {Namespaces: 20, Sources: 4, Members: 1, Cycles: 50},
 	wlHubFaults:   {Namespaces: 4, Sources: 100, Members: 5, Updates: 100},
+	// Two Secrets and two ConfigMaps: both kinds are watched everywhere.
+	wlHubFleet: {Namespaces: 2, Sources: 4, Members: 100, Updates: 20},
 }
 
 // options are the command line.
@@ -78,6 +84,8 @@ type options struct {
 	churnDelete  bool
 	settle       time.Duration
 	outage       time.Duration
+	idle         time.Duration
+	slimServers  bool
 }
 
 // scaleFor returns the workload's default scale with the flags given applied.
@@ -104,19 +112,21 @@ func main() {
 func run() int {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	fs.StringVar(&o.workload, "workload", wlMemberSmall, "Workload: "+strings.Join(allWorkloads, " | ")+" | all.")
+	fs.StringVar(&o.workload, "workload", wlMemberSmall, "Workload: "+strings.Join(allWorkloads, " | ")+" | all (every one before) | "+wlHubFleet+" (100 clusters; only by name).")
 	fs.IntVar(&o.override.Namespaces, "namespaces", 0, "Target namespaces per target cluster (default: the workload's).")
 	fs.IntVar(&o.override.Sources, "sources", 0, "Source objects, half Secrets and half ConfigMaps (default: the workload's).")
 	fs.IntVar(&o.override.Noise, "noise", 0, "Unrelated unlabelled Secrets and ConfigMaps (default: the workload's).")
-	fs.IntVar(&o.override.Members, "members", 0, "Member clusters of hub workloads; for hub-churn the stable ones beside the churning one (default: the workload's).")
+	fs.IntVar(&o.override.Members, "members", 0, "Member clusters of hub workloads; for hub-churn the stable ones beside the churning one; hub-fleet's smoke run is -members 10 (default: the workload's).")
 	fs.IntVar(&o.override.Updates, "updates", 0, "Timed source updates (default: the workload's).")
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "hub-fleet: the window in which the idle hub's requests and CPU are counted.")
+	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")
 	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")
 	fs.IntVar(&o.workers, "seed-workers", 32, "Concurrent writers when seeding a workload.")
 	fs.IntVar(&o.floorWorkers, "floor-workers", 32, "Concurrent writers of the floor measurement.")
 	fs.DurationVar(&o.updateGap, "update-gap", 0, "Pause between timed updates (0: back to back, each starting when the previous one has propagated).")
 	fs.BoolVar(&o.churnDelete, "churn-delete-mirrors", false, "hub-churn: delete the churned member's mirrors after each unregistration, so that each registration creates them anew.")
-	fs.DurationVar(&o.settle, "settle", 45*time.Second, "hub-churn: how long the idle hub settles before its goroutines and memory are read, before and after the churn. Over 30s: the HTTP/2 health check client-go turns on (ReadIdleTimeout 30s) keeps a closed connection's buffers referenced until its timer fires, so a shorter settle counts the last cycles' connections as growth.")
+	fs.DurationVar(&o.settle, "settle", 45*time.Second, "hub-churn, hub-fleet: how long the idle hub settles before its goroutines and memory are read (hub-churn: before and after the churn; hub-fleet: at each step of registrations). Over 30s: the HTTP/2 health check client-go turns on (ReadIdleTimeout 30s) keeps a closed connection's buffers referenced until its timer fires, so a shorter settle counts the last cycles' connections as growth.")
 	fs.DurationVar(&o.outage, "outage", time.Minute, "hub-faults: how long the sick member is cut off in the last phase.")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Longest wait for one measured event (convergence, one update, ...).")
 	fs.BoolVar(&o.pprof, "pprof", false, "Start the agent with --pprof-bind-address on a free port (printed) to profile it during the run.")
@@ -129,7 +139,7 @@ func run() int {
 	if o.workload == "all" {
 		workloads = allWorkloads
 	} else if _, ok := defaults[o.workload]; !ok {
-		fmt.Fprintf(os.Stderr, "bench: unknown workload %q (want %s or all)\n", o.workload, strings.Join(allWorkloads, ", "))
+		fmt.Fprintf(os.Stderr, "bench: unknown workload %q (want %s, all or %s)\n", o.workload, strings.Join(allWorkloads, ", "), wlHubFleet)
 		return 2
 	}
 

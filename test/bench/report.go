@@ -36,6 +36,7 @@ type Result struct {
 	Resources       resources     `json:"resources"`
 	Churn           *churn        `json:"churn,omitempty"`
 	Faults          *faults       `json:"faults,omitempty"`
+	Fleet           *hubFleet     `json:"fleet,omitempty"`
 	Phases          []*phase      `json:"phases"`
 	Targets         []targetCheck `json:"targets"`
 	Notes           []string      `json:"notes"`
@@ -236,6 +237,9 @@ func (r *Result) finish(err error) {
 	if f := r.Faults; f != nil {
 		f.check(check)
 	}
+	if f := r.Fleet; f != nil {
+		f.check(r.Updates, check)
+	}
 	if c := r.Churn; c != nil && c.After != nil && c.Before != nil {
 		check("hub goroutines after churn", fmt.Sprintf("<= %.0f (before)", c.Before.Goroutines), fmt.Sprintf("%.0f", c.After.Goroutines), c.After.Goroutines <= c.Before.Goroutines)
 		check("hub RSS after churn", fmt.Sprintf("<= %.1f MiB (before +10%%)", c.Before.RSSMiB*1.1), mib(c.After.RSSMiB), c.After.RSSMiB <= c.Before.RSSMiB*1.1)
@@ -268,6 +272,9 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintln(tw, "\nmeasure\tvalue\tdetail")
 	row := func(name, value, detail string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", name, value, detail) }
 	row("seed (untimed setup)", fmt.Sprintf("%.2fs", r.SeedSeconds), "")
+	if f := r.Fleet; f != nil {
+		f.printSetup(row)
+	}
 	if f := r.Floor; f != nil {
 		row("floor", fmt.Sprintf("%.3fs", f.Seconds), fmt.Sprintf("%d objects, plain client, %d writers, no rate limit, fresh API server(s); all seen by the bench's watch (creates returned at %.3fs)", f.Objects, f.Workers, f.CreatedSeconds))
 	}
@@ -311,6 +318,9 @@ func (r *Result) print(w io.Writer) {
 		c.print(row)
 	}
 	if f := r.Faults; f != nil {
+		f.print(row)
+	}
+	if f := r.Fleet; f != nil {
 		f.print(row)
 	}
 	_ = tw.Flush()

@@ -110,10 +110,12 @@ type bench struct {
 	sources  []*source
 	targets  []target
 	agent    *agent
+	// apiServerLog receives the logs of hub-fleet's API servers.
+	apiServerLog *os.File
 }
 
 func (b *bench) hub() bool {
-	return b.workload == wlHub || b.workload == wlHubChurn || b.workload == wlHubFaults
+	return b.workload == wlHub || b.workload == wlHubChurn || b.workload == wlHubFaults || b.workload == wlHubFleet
 }
 
 // run runs the workload and returns its result, partial on error.
@@ -131,6 +133,8 @@ func (b *bench) run(ctx context.Context) (res *Result, err error) {
 		return b.res, b.runChurn(ctx)
 	case wlHubFaults:
 		return b.res, b.runFaults(ctx)
+	case wlHubFleet:
+		return b.res, b.runHubFleet(ctx)
 	}
 	return b.res, b.runMirroring(ctx)
 }
@@ -144,7 +148,13 @@ func (b *bench) startClusters(dir string, members int) (*fleettest.Fleet, []*clu
 	for i := range names {
 		names[i] = fmt.Sprintf("member-%d", i+1)
 	}
-	f, err := fleettest.Start(dir, names...)
+	var f *fleettest.Fleet
+	var err error
+	if b.workload == wlHubFleet {
+		f, err = fleettest.StartShared(dir, b.sharedOptions(), names...)
+	} else {
+		f, err = fleettest.Start(dir, names...)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -205,6 +215,10 @@ func (b *bench) stopFleet() error {
 		progress("%s: stopping the API servers", b.workload)
 		errs = append(errs, b.fleet.Stop())
 		b.fleet = nil
+	}
+	if b.apiServerLog != nil {
+		errs = append(errs, b.apiServerLog.Close())
+		b.apiServerLog = nil
 	}
 	return errors.Join(errs...)
 }
@@ -374,14 +388,13 @@ func (b *bench) seed(ctx context.Context) error {
 	return nil
 }
 
-// register registers member clusters with the hub, in fleetmirror's plain form.
+// register registers member clusters with the hub, in fleetmirror's plain
+// form, with -seed-workers concurrent writers: a hundred registrations land
+// within a second, as when a fleet is registered by a script.
 func (b *bench) register(ctx context.Context, cs ...*cluster) error {
-	for _, c := range cs {
-		if err := fleettest.RegisterPlain(ctx, b.srcC.ctrl, systemNS, c.fc, nil, nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	return parallel(ctx, len(cs), b.opts.workers, func(ctx context.Context, i int) error {
+		return fleettest.RegisterPlain(ctx, b.srcC.ctrl, systemNS, cs[i].fc, nil, nil)
+	})
 }
 
 // noisePlace is where noise object i goes.
@@ -458,15 +471,16 @@ func (b *bench) newAgent() error {
 		// Above every target count of the workload, new namespaces included.
 		"--max-targets", strconv.Itoa(len(b.targets) + 100),
 	}
-	if b.hub() && b.workload != wlHubFaults {
-		// hub-faults measures the default probe settings.
+	if b.hub() && b.workload != wlHubFaults && b.workload != wlHubFleet {
+		// hub-faults measures the default probe settings; hub-fleet counts
+		// the requests of an idle hub, probes included, as shipped.
 		base = append(base, "--cluster-probe-interval", "1s")
 	}
 	logPath := filepath.Join(b.opts.out, "logs", b.workload+"-"+name+".log")
 	_ = os.Remove(logPath)
-	// hub-churn makes the hub collect its garbage through the profiling
+	// hub-churn and hub-fleet make the hub collect its garbage through the profiling
 	// endpoint before reading its live heap (settledHubStats).
-	pprof := b.opts.pprof || b.workload == wlHubChurn
+	pprof := b.opts.pprof || b.workload == wlHubChurn || b.workload == wlHubFleet
 	a, err := newAgent(name, bin, logPath, pprof, base, strings.Fields(b.opts.agentArgs)...)
 	if err != nil {
 		return err
@@ -515,10 +529,14 @@ func (b *bench) liveKinds() []string {
 	return kinds
 }
 
-// mark reads the counters of every cluster at once.
+// markWorkers bounds the API servers scraped at once: one scrape is about
+// a megabyte of text, and hub-fleet has a hundred clusters.
+const markWorkers = 8
+
+// mark reads the counters of every cluster, markWorkers at a time.
 func (b *bench) mark(ctx context.Context) (map[string]apiMark, error) {
 	marks := make([]apiMark, len(b.clusters))
-	err := parallel(ctx, len(b.clusters), len(b.clusters), func(ctx context.Context, i int) error {
+	err := parallel(ctx, len(b.clusters), markWorkers, func(ctx context.Context, i int) error {
 		c := b.clusters[i]
 		bench := c.counter.snapshot()
 		s, err := scrapeAPIServer(ctx, c.raw)
