@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -117,7 +118,8 @@ func Parse(objLabels, objAnnotations map[string]string) Request {
 	if v, ok := objAnnotations[AnnotationSync]; ok && v != "true" && v != "false" {
 		r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is neither \"true\" nor \"false\"; mirroring is off", AnnotationSync, v))
 	}
-	r.parseTargets(objAnnotations[AnnotationTargetNamespaces])
+	local, remote, problems := parseEntries(AnnotationTargetNamespaces, objAnnotations[AnnotationTargetNamespaces], "ignored", parseNamespacePattern)
+	r.Local, r.Remote, r.Problems = local, remote, append(r.Problems, problems...)
 	if v, ok := objAnnotations[AnnotationMaxTargets]; ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
@@ -178,10 +180,15 @@ func (r *Request) RemoteNamespaceSelector() labels.Selector {
 	return r.NamespaceSelector
 }
 
-func (r *Request) parseTargets(value string) {
+// parseEntries parses a comma list of entries of annotation key: namespace
+// patterns (parsed by parseNS) and CLUSTER/NS patterns. Blank and repeated
+// entries are skipped; an invalid entry is a problem and the valid ones
+// beside it still count. A value over MaxAnnotationLength is refused whole,
+// and its problem ends with whole, which says what that means.
+// target-namespaces and allow-pull-into share it.
+func parseEntries(key, value, whole string, parseNS func(string) (Pattern, error)) (local []Pattern, remote []RemoteTarget, problems []string) {
 	if len(value) > MaxAnnotationLength {
-		r.Problems = append(r.Problems, fmt.Sprintf("%s: value is %d bytes, over the limit of %d; ignored", AnnotationTargetNamespaces, len(value), MaxAnnotationLength))
-		return
+		return nil, nil, []string{fmt.Sprintf("%s: value is %d bytes, over the limit of %d; %s", key, len(value), MaxAnnotationLength, whole)}
 	}
 	seen := map[string]bool{}
 	for _, entry := range strings.Split(value, ",") {
@@ -190,38 +197,42 @@ func (r *Request) parseTargets(value string) {
 			continue
 		}
 		seen[entry] = true
-		if err := r.parseEntry(entry); err != nil {
-			r.Problems = append(r.Problems, fmt.Sprintf("%s: entry %q: %v", AnnotationTargetNamespaces, entry, err))
+		l, r, err := parseEntry(entry, parseNS)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: entry %q: %v", key, entry, err))
+		case r != nil:
+			remote = append(remote, *r)
+		default:
+			local = append(local, l)
 		}
 	}
+	return local, remote, problems
 }
 
-func (r *Request) parseEntry(entry string) error {
+// parseEntry parses one entry: a namespace pattern, or (remote not nil) a
+// CLUSTER/NS pattern.
+func parseEntry(entry string, parseNS func(string) (Pattern, error)) (local Pattern, remote *RemoteTarget, err error) {
 	cluster, ns, qualified := strings.Cut(entry, "/")
 	if !qualified {
-		p, err := parseNamespacePattern(entry)
-		if err != nil {
-			return err
-		}
-		r.Local = append(r.Local, p)
-		return nil
+		local, err = parseNS(entry)
+		return local, nil, err
 	}
 	if strings.Contains(ns, "/") {
-		return fmt.Errorf("more than one '/'; write CLUSTER/NAMESPACE")
+		return Pattern{}, nil, errors.New("more than one '/'; write CLUSTER/NAMESPACE")
 	}
 	if cluster == "" || ns == "" {
-		return fmt.Errorf("empty cluster or namespace; write CLUSTER/NAMESPACE")
+		return Pattern{}, nil, errors.New("empty cluster or namespace; write CLUSTER/NAMESPACE")
 	}
 	c, err := parseClusterPattern(cluster)
 	if err != nil {
-		return err
+		return Pattern{}, nil, err
 	}
-	n, err := parseNamespacePattern(ns)
+	n, err := parseNS(ns)
 	if err != nil {
-		return err
+		return Pattern{}, nil, err
 	}
-	r.Remote = append(r.Remote, RemoteTarget{Cluster: c, Namespace: n})
-	return nil
+	return Pattern{}, &RemoteTarget{Cluster: c, Namespace: n}, nil
 }
 
 // misspelledKeywords are entries people write meaning a keyword. They are

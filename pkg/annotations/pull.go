@@ -103,50 +103,8 @@ type PullConsent struct {
 // consent to receive mirrors, not the source owner's to give them.
 func ParseAllowPullInto(value string) PullConsent {
 	var c PullConsent
-	if len(value) > MaxAnnotationLength {
-		c.Problems = append(c.Problems, fmt.Sprintf("%s: value is %d bytes, over the limit of %d; no pull is allowed", AnnotationAllowPullInto, len(value), MaxAnnotationLength))
-		return c
-	}
-	seen := map[string]bool{}
-	for _, entry := range strings.Split(value, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" || seen[entry] {
-			continue
-		}
-		seen[entry] = true
-		if err := c.parseEntry(entry); err != nil {
-			c.Problems = append(c.Problems, fmt.Sprintf("%s: entry %q: %v", AnnotationAllowPullInto, entry, err))
-		}
-	}
+	c.Local, c.Remote, c.Problems = parseEntries(AnnotationAllowPullInto, value, "no pull is allowed", parsePullNamespace)
 	return c
-}
-
-func (c *PullConsent) parseEntry(entry string) error {
-	cluster, ns, qualified := strings.Cut(entry, "/")
-	if !qualified {
-		p, err := parsePullNamespace(entry)
-		if err != nil {
-			return err
-		}
-		c.Local = append(c.Local, p)
-		return nil
-	}
-	if strings.Contains(ns, "/") {
-		return errors.New("more than one '/'; write CLUSTER/NAMESPACE")
-	}
-	if cluster == "" || ns == "" {
-		return errors.New("empty cluster or namespace; write CLUSTER/NAMESPACE")
-	}
-	cp, err := parseClusterPattern(cluster)
-	if err != nil {
-		return err
-	}
-	np, err := parsePullNamespace(ns)
-	if err != nil {
-		return err
-	}
-	c.Remote = append(c.Remote, RemoteTarget{Cluster: cp, Namespace: np})
-	return nil
 }
 
 // parsePullNamespace is a namespace pattern of target-namespaces without
