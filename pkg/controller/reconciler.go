@@ -109,7 +109,9 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		return r.refuseMirror(ctx, c, key, src, ref)
 	}
 	req := annotations.Parse(src.GetLabels(), src.GetAnnotations())
-	_, adoptProblems := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
+	// The tools whose proven copies are adopted (pkg/peers imports
+	// annotations, so Parse cannot read this key itself).
+	adopt, adoptProblems := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
 	req.Problems = append(req.Problems, adoptProblems...)
 	if refusal := desired.Refusal(key.GVK, src); refusal != "" {
 		r.warnIf(c, src, ReasonSourceRefused, true, "Not mirrored: %s", refusal)
@@ -131,8 +133,8 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 
 	// 3. Fetch the source from the API server when asked to: the cache may
 	// lag behind another writer of the source. The mirrors are built from
-	// the fresh object, so its transform rules are the ones that count; the
-	// plan stays that of the cached object.
+	// the fresh object, so its transform rules and adopt list are the ones
+	// that count; the plan stays that of the cached object.
 	if r.opts.VerifySourceFreshness {
 		fresh, err := r.getSource(ctx, c, key)
 		if err != nil || fresh == nil {
@@ -141,6 +143,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		src = fresh
 		freshReq := annotations.Parse(src.GetLabels(), src.GetAnnotations())
 		req.Transform, req.TransformErr = freshReq.Transform, freshReq.TransformErr
+		adopt, _ = peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
 	}
 
 	// 4. Report what the annotations got wrong or could not reach. Invalid
@@ -177,7 +180,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
-	sum, stale := r.applyTargets(ctx, key, src, req.Transform, plan.Targets, observedAt, r.opts.VerifySourceFreshness)
+	sum, stale := r.applyTargets(ctx, key, src, req.Transform, adopt, plan.Targets, observedAt, r.opts.VerifySourceFreshness)
 	if len(stale) > 0 {
 		// Some mirror claims newer content than our cached source. Ask the
 		// API server: if the cache is current, the claim is wrong.
@@ -188,7 +191,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		if fresh == nil || fresh.GetResourceVersion() != src.GetResourceVersion() {
 			return reconcile.Result{RequeueAfter: retryStale}, nil
 		}
-		again, _ := r.applyTargets(ctx, key, src, req.Transform, stale, observedAt, true)
+		again, _ := r.applyTargets(ctx, key, src, req.Transform, adopt, stale, observedAt, true)
 		sum.add(again)
 	}
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, plan.Covered))
@@ -300,13 +303,11 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 // applyTargets writes the mirror of src into every target, in parallel.
 // Targets whose mirror claims newer source content than src are not
 // written and not counted; they are returned for the caller to decide.
-func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *annotations.Transform, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
+// Copies made by the tools of adopt that prove they are of src are adopted.
+func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *annotations.Transform, adopt []peers.Tool, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
 	results := make([]result, len(tgts))
 	opts := r.build
 	opts.SourceCluster = key.Cluster
-	// The tools whose proven copies are adopted; reconcile reports the
-	// entries that are not tools.
-	adopt, _ := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
 	workqueue.ParallelizeUntil(ctx, max(r.opts.Parallelism, 1), len(tgts), func(i int) {
 		t := tgts[i]
 		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, tr)
