@@ -213,8 +213,8 @@ func (c *Cluster) Start(ctx context.Context) {
 	defer c.mu.Unlock()
 	c.ctx = ctx
 	go c.namespaces.RunWithContext(ctx)
-	for gvk, w := range c.kinds {
-		c.runLocked(gvk, w)
+	for _, w := range c.kinds {
+		w.run(c.ctx)
 	}
 }
 
@@ -241,7 +241,7 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	}
 	c.kinds[gvk] = w
 	if c.ctx != nil {
-		c.runLocked(gvk, w)
+		w.run(c.ctx)
 	}
 	return nil
 }
@@ -314,14 +314,10 @@ func (c *Cluster) RestartWatches(ctx context.Context) error {
 			c.mu.Unlock()
 			return nil
 		}
-		runCtx, cancel := context.WithCancel(c.ctx)
+		w.run(c.ctx)
 		c.mu.Unlock()
-		w.cancel = cancel
-		go w.sources.RunWithContext(runCtx)
-		go w.mirrors.RunWithContext(runCtx)
-		go w.pulls.RunWithContext(runCtx)
-		if !cache.WaitForCacheSync(ctx.Done(), w.sources.HasSynced, w.mirrors.HasSynced, w.pulls.HasSynced) {
-			cancel()
+		if !cache.WaitForCacheSync(ctx.Done(), w.synced) {
+			w.cancel()
 			return errors.Join(append(errs, ctx.Err())...)
 		}
 		c.mu.Lock()
@@ -331,7 +327,7 @@ func (c *Cluster) RestartWatches(ctx context.Context) error {
 		}
 		c.mu.Unlock()
 		if !ok { // unwatched meanwhile
-			cancel()
+			w.cancel()
 			continue
 		}
 		if old.cancel != nil {
@@ -367,9 +363,10 @@ func (c *Cluster) Watched() []schema.GroupVersionKind {
 	return out
 }
 
-func (c *Cluster) runLocked(gvk schema.GroupVersionKind, w *kindWatch) {
-	ctx, cancel := context.WithCancel(c.ctx)
-	w.cancel = cancel
+// run starts every informer of the kind under a context of its own, a
+// child of ctx, that w.cancel ends.
+func (w *kindWatch) run(ctx context.Context) {
+	ctx, w.cancel = context.WithCancel(ctx)
 	go w.sources.RunWithContext(ctx)
 	go w.mirrors.RunWithContext(ctx)
 	go w.pulls.RunWithContext(ctx)
