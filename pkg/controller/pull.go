@@ -231,15 +231,16 @@ func (r *Reconciler) finishPull(ctx context.Context, c *clusters.Cluster, key Ke
 		r.recorder(c).Eventf(dst, corev1.EventTypeNormal, ReasonPulled, "Wrote the content of %s", ref)
 	}
 	metrics.PullOperations.WithLabelValues(kind, c.Name(), result).Inc()
+	kept := holdsPulled(dst)
+	msg := v.Message
+	if kept && v.State != PullConflict && v.State != PullFailed {
+		msg += "; the content pulled last is kept"
+	}
 	for _, reason := range []string{ReasonInvalidAnnotation, ReasonPullRefused, ReasonPullNotAllowed, ReasonPullSourceMissing, ReasonClusterUnreachable, ReasonPullConflict, ReasonPullFailed} {
-		msg := v.Message
-		if holdsPulled(dst) && v.State != PullConflict && v.State != PullFailed {
-			msg += "; the content pulled last is kept"
-		}
 		r.warnIf(c, dst, reason, v.Reason == reason, "Not pulled: %s", msg)
 	}
 	if labels := dst.GetLabels(); r.opts.WriteStatus && labels[annotations.LabelEnabled] != "true" && labels[annotations.LabelMirror] != "true" {
-		status := PullStatus(v, ref, holdsPulled(dst))
+		status := PullStatus(v, ref, kept)
 		if dst.GetAnnotations()[annotations.AnnotationStatus] != status {
 			patched, err := r.patchMetadata(ctx, c, key, dst.GetResourceVersion(), nil, &status)
 			if err != nil {
