@@ -112,3 +112,50 @@ func eventuallyWarning(t *testing.T, c *fleettest.Cluster, ns, name, reason, par
 		return strings.Join(eventMessages(c, ns, name, reason), "\n")
 	}, timeout, poll).Should(ContainSubstring(part))
 }
+
+// The source's cluster stops answering: the pull mirror keeps the content
+// it has, says why nothing arrives, and catches up once the cluster is
+// back.
+func TestPullFromUnreachableCluster(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	src, dst := uniq("pullsrc"), uniq("pulldst")
+	mkNamespaces(t, src, memA)
+	mkNamespaces(t, dst, memB)
+	source := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "db",
+			Labels:      map[string]string{annotations.LabelEnabled: "true"},
+			Annotations: map[string]string{annotations.AnnotationAllowPullInto: "member-b/" + dst}},
+		StringData: map[string]string{"password": "v1"},
+	}
+	g.Expect(memA.Client.Create(ctx, source)).To(Succeed())
+	ref := "member-a/" + src + "/db"
+	pulled := pullMirror(dst, "db", ref)
+	g.Expect(memB.Client.Create(ctx, pulled)).To(Succeed())
+	eventuallySecret(t, memB, dst, "db", func(g Gomega, s *corev1.Secret) {
+		g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v1")))
+	})
+
+	// member-a hangs (the hub reaches it through partA); the source
+	// changes meanwhile, written straight to member-a.
+	partA.Hang()
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			partA.Heal()
+		}
+	})
+	change(t, memA, source, func() { source.Data["password"] = []byte("v2") })
+	eventuallyWarning(t, memB, dst, "db", controller.ReasonClusterUnreachable, "the cluster member-a of the source "+ref+" is unreachable")
+	g.Eventually(status(memB, pulled), timeout, poll).Should(And(HavePrefix("Unreachable: "), HaveSuffix("the content pulled last is kept")))
+	kept, err := getSecret(memB, dst, "db")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kept.Data).To(HaveKeyWithValue("password", []byte("v1")), "the content pulled last stays")
+
+	partA.Heal()
+	healed = true
+	eventuallySecret(t, memB, dst, "db", func(g Gomega, s *corev1.Secret) {
+		g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v2")))
+		g.Expect(s.Annotations).To(HaveKeyWithValue(annotations.AnnotationStatus, "InSync: pulled from "+ref))
+	})
+}
