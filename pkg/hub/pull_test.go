@@ -142,7 +142,9 @@ func TestPullFromUnreachableCluster(t *testing.T) {
 	healed := false
 	t.Cleanup(func() {
 		if !healed {
-			partA.Heal()
+			if err := partA.Heal(); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 	change(t, memA, source, func() { source.Data["password"] = []byte("v2") })
@@ -152,7 +154,7 @@ func TestPullFromUnreachableCluster(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(kept.Data).To(HaveKeyWithValue("password", []byte("v1")), "the content pulled last stays")
 
-	partA.Heal()
+	g.Expect(partA.Heal()).To(Succeed())
 	healed = true
 	eventuallySecret(t, memB, dst, "db", func(g Gomega, s *corev1.Secret) {
 		g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("v2")))
