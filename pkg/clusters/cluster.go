@@ -13,16 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -68,9 +66,9 @@ type Cluster struct {
 	config *rest.Config
 	dyn    dynamic.Interface
 	md     metadata.Interface
-	mapper meta.ResettableRESTMapper
+	mapper *kindMapper
 
-	namespaces cache.SharedIndexInformer
+	namespaces *watch
 	httpClient *http.Client
 	transport  *closingTransport // httpClient's; nil for clients made otherwise
 	disco      discovery.DiscoveryInterface
@@ -88,9 +86,9 @@ type Cluster struct {
 }
 
 type kindWatch struct {
-	sources, mirrors cache.SharedIndexInformer
+	sources, mirrors *watch
 	// pulls are the pull mirrors of the kind (pull.go).
-	pulls  cache.SharedIndexInformer
+	pulls  *watch
 	cancel context.CancelFunc
 }
 
@@ -183,23 +181,26 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		config:   cfg,
 		dyn:      dyn,
 		md:       md,
-		mapper:   restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		mapper:   newKindMapper(disco),
 		disco:    disco,
 		kinds:    map[schema.GroupVersionKind]*kindWatch{},
 		health:   newHealth(),
 		inFlight: metrics.CallsInFlight.WithLabelValues(opts.Name),
 	}
-	c.namespaces = metadatainformer.NewFilteredMetadataInformer(md, namespacesGVR, "", opts.Resync, cache.Indexers{}, nil).Informer()
-	if err := c.namespaces.SetTransform(stripMetadata); err != nil {
-		return nil, err
-	}
-	if _, err := c.namespaces.AddEventHandler(handlerFuncs(func(obj any, _ bool) {
+	nsClient := md.Resource(namespacesGVR)
+	c.namespaces = newWatch(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return nsClient.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+			return nsClient.Watch(ctx, o)
+		},
+	}, md), &metav1.PartialObjectMetadata{}, "namespaces", opts.Resync, nil, stripMetadata)
+	c.namespaces.setHandler(func(obj any, _ bool) {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			opts.Handler.Namespace(opts.Name, m)
 		}
-	})); err != nil {
-		return nil, err
-	}
+	})
 	return c, nil
 }
 
@@ -212,7 +213,7 @@ func (c *Cluster) Start(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ctx = ctx
-	go c.namespaces.RunWithContext(ctx)
+	c.namespaces.run(ctx)
 	for _, w := range c.kinds {
 		w.run(c.ctx)
 	}
@@ -228,9 +229,7 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	if err != nil {
 		return err
 	}
-	if err := c.handle(gvk, w); err != nil {
-		return err
-	}
+	c.handle(gvk, w)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -263,35 +262,31 @@ func (c *Cluster) newKindWatch(gvk schema.GroupVersionKind) (*kindWatch, error) 
 		// stripMetadata drops. A mirror someone labelled as a source is
 		// listed too, so that the reconciler can refuse it out loud; there
 		// are none unless somebody tries, and then they are few.
-		sources: c.informer(mapping.Resource, sourceSel, nil, stripMetadata),
-		mirrors: c.informer(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
+		sources: c.watch(mapping.Resource, sourceSel, nil, stripMetadata),
+		mirrors: c.watch(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
 		pulls:   c.pullInformer(mapping.Resource),
 	}, nil
 }
 
-// handle sends the events of w's informers to the cluster's Handler. Added
-// to informers that run already, handlers first get an add event for every
-// object cached.
-func (c *Cluster) handle(gvk schema.GroupVersionKind, w *kindWatch) error {
+// handle sends the events of w's watches to the cluster's Handler. Set on
+// watches that run already, it first gets an add event for every object
+// cached.
+func (c *Cluster) handle(gvk schema.GroupVersionKind, w *kindWatch) {
 	sourceEvents := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "sources")
 	mirrorEvents := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "mirrors")
-	if _, err := w.sources.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+	w.sources.setHandler(func(obj any, deleted bool) {
 		sourceEvents.Inc()
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			c.opts.Handler.Source(c.opts.Name, gvk, u, deleted)
 		}
-	})); err != nil {
-		return err
-	}
-	if _, err := w.mirrors.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+	})
+	w.mirrors.setHandler(func(obj any, deleted bool) {
 		mirrorEvents.Inc()
 		if m, ok := obj.(*Mirror); ok {
 			c.opts.Handler.Mirror(c.opts.Name, gvk, m, deleted)
 		}
-	})); err != nil {
-		return err
-	}
-	return c.handlePulls(gvk, w)
+	})
+	c.handlePulls(gvk, w)
 }
 
 // RestartWatches lists and watches every watched kind afresh. client-go's
@@ -333,9 +328,7 @@ func (c *Cluster) RestartWatches(ctx context.Context) error {
 		if old.cancel != nil {
 			old.cancel()
 		}
-		if err := c.handle(gvk, w); err != nil {
-			errs = append(errs, err)
-		}
+		c.handle(gvk, w)
 	}
 	return errors.Join(errs...)
 }
@@ -367,21 +360,26 @@ func (c *Cluster) Watched() []schema.GroupVersionKind {
 // child of ctx, that w.cancel ends.
 func (w *kindWatch) run(ctx context.Context) {
 	ctx, w.cancel = context.WithCancel(ctx)
-	go w.sources.RunWithContext(ctx)
-	go w.mirrors.RunWithContext(ctx)
-	go w.pulls.RunWithContext(ctx)
+	w.sources.run(ctx)
+	w.mirrors.run(ctx)
+	w.pulls.run(ctx)
 }
 
-func (c *Cluster) informer(gvr schema.GroupVersionResource, sel labels.Selector, idx cache.Indexers, transform cache.TransformFunc) cache.SharedIndexInformer {
-	if idx == nil {
-		idx = cache.Indexers{}
-	}
-	idx[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.dyn, gvr, metav1.NamespaceAll, c.opts.Resync, idx,
-		func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }).Informer()
-	// SetTransform fails only once the informer runs; it has not started.
-	_ = inf.SetTransform(transform)
-	return inf
+// watch builds the label-selected watch of gvr's objects in every
+// namespace.
+func (c *Cluster) watch(gvr schema.GroupVersionResource, sel labels.Selector, idx cache.Indexers, transform cache.TransformFunc) *watch {
+	client, selector := c.dyn.Resource(gvr), sel.String()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return client.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+			o.LabelSelector = selector
+			return client.Watch(ctx, o)
+		},
+	}, c.dyn)
+	return newWatch(lw, &unstructured.Unstructured{}, gvr.String()+" "+selector, c.opts.Resync, idx, transform)
 }
 
 // HasSynced reports whether every watch has its initial list.
@@ -507,21 +505,6 @@ func indexBySource(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// handlerFuncs calls fn with the object of every add, update and delete,
-// unwrapping the tombstones of deletes missed during a re-list.
-func handlerFuncs(fn func(obj any, deleted bool)) cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { fn(obj, false) },
-		UpdateFunc: func(_, obj any) { fn(obj, false) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			fn(obj, true)
-		},
-	}
-}
-
 // lastApplied is kubectl's copy of the whole object: large, and read by no
 // stage.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
@@ -572,7 +555,7 @@ func (c *Cluster) Objects(gvk schema.GroupVersionKind, namespace string) (*Objec
 // mapping resolves gvk by discovery, which may go to the network: never
 // call it under c.mu.
 func (c *Cluster) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := c.mapper.RESTMapping(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: kind %s: %w", c.opts.Name, gvk, err)
 	}

@@ -34,9 +34,9 @@ type PullHandler interface {
 // pullInformer watches the pull mirrors of a kind. They are kept whole but
 // for what stripMetadata drops: the agent compares their content with
 // their source's, and there are only as many as people created by hand.
-func (c *Cluster) pullInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+func (c *Cluster) pullInformer(gvr schema.GroupVersionResource) *watch {
 	sel := labels.SelectorFromSet(labels.Set{annotations.LabelPull: "true"})
-	return c.informer(gvr, sel, cache.Indexers{IndexMirrorFrom: c.indexByMirrorFrom}, stripMetadata)
+	return c.watch(gvr, sel, cache.Indexers{IndexMirrorFrom: c.indexByMirrorFrom}, stripMetadata)
 }
 
 // indexByMirrorFrom is the IndexMirrorFrom value of a pull mirror; none
@@ -63,19 +63,18 @@ func PullRef(cluster string, ref annotations.MirrorFrom) string {
 
 // handlePulls sends the events of w's pull mirror watch to the Handler, if
 // it takes them.
-func (c *Cluster) handlePulls(gvk schema.GroupVersionKind, w *kindWatch) error {
+func (c *Cluster) handlePulls(gvk schema.GroupVersionKind, w *kindWatch) {
 	h, ok := c.opts.Handler.(PullHandler)
 	if !ok {
-		return nil
+		return
 	}
 	events := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "pulls")
-	_, err := w.pulls.AddEventHandler(handlerFuncs(func(obj any, deleted bool) {
+	w.pulls.setHandler(func(obj any, deleted bool) {
 		events.Inc()
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			h.Pull(c.opts.Name, gvk, u, deleted)
 		}
-	}))
-	return err
+	})
 }
 
 // Pull returns the cached pull mirror namespace/name of kind gvk. Shared

@@ -351,6 +351,9 @@ func (b *bench) runHubFleet(ctx context.Context) (err error) {
 			return err
 		}
 		hf.Steps = append(hf.Steps, step)
+		if err := b.agent.saveProfiles(ctx, filepath.Join(b.opts.out, "logs"), fmt.Sprintf("%s-%d-clusters", b.workload, k)); err != nil {
+			return fmt.Errorf("profiles: %w", err)
+		}
 		progress("%s: %d clusters: RSS %.1f MiB, live heap %.1f MiB, %.0f goroutines", b.workload, k, step.Stats.RSSMiB, step.Stats.HeapLiveMiB, step.Stats.Goroutines)
 	}
 	if _, err := p.end(ctx); err != nil {
