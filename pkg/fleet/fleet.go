@@ -282,20 +282,18 @@ func (c *connection) pokeProbe() {
 // connection is stopped.
 func (f *Fleet) start(ctx context.Context, c *connection) {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.spec.Name)
-	var stopRecorder func()
+	var events *lazyRecorder
 	if c.events == nil {
-		rec, stop, err := NewRecorder(c.cluster.RESTConfig(), c.cluster.HTTPClient(), f.opts.FieldManager)
-		if err != nil {
-			log.Error(err, "Cannot record Events in the cluster")
-		} else {
-			c.events, stopRecorder = rec, stop
-		}
+		events = &lazyRecorder{log: log, start: func() (record.EventRecorder, func(), error) {
+			return NewRecorder(c.cluster.RESTConfig(), c.cluster.HTTPClient(), f.opts.FieldManager)
+		}}
+		c.events = events
 	}
 	go func() {
 		defer close(c.done)
 		defer func() {
-			if stopRecorder != nil {
-				stopRecorder()
+			if events != nil {
+				events.Shutdown()
 			}
 			c.cluster.Close()
 		}()
