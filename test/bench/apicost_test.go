@@ -42,14 +42,14 @@ func TestWatchesBetween(t *testing.T) {
 		b:    mark(m{"secrets": 5}, m{"secrets": 13}, m{"secrets": 2}, m{"secrets": 1}), newProcess: true,
 		wantOpened: m{"secrets": 5}, wantRestarts: m{"secrets": 2}, wantOpen: m{"secrets": 3},
 	}, {
-		name: "same process: a restart",
-		a:    mark(m{"secrets": 5}, m{"secrets": 3}, m{"secrets": 1}, nil),
-		b:    mark(m{"secrets": 5}, m{"secrets": 4}, m{"secrets": 1}, nil),
+		name:       "same process: a restart",
+		a:          mark(m{"secrets": 5}, m{"secrets": 3}, m{"secrets": 1}, nil),
+		b:          mark(m{"secrets": 5}, m{"secrets": 4}, m{"secrets": 1}, nil),
 		wantOpened: m{"secrets": 1}, wantRestarts: m{"secrets": 1}, wantOpen: m{"secrets": 3},
 	}, {
-		name: "same process: a kind newly watched",
-		a:    mark(m{"secrets": 5}, nil, m{"secrets": 1}, nil),
-		b:    mark(m{"secrets": 5, "configmaps": 3}, nil, m{"secrets": 1}, nil),
+		name:       "same process: a kind newly watched",
+		a:          mark(m{"secrets": 5}, nil, m{"secrets": 1}, nil),
+		b:          mark(m{"secrets": 5, "configmaps": 3}, nil, m{"secrets": 1}, nil),
 		wantOpened: m{"configmaps": 3}, wantRestarts: m{}, wantOpen: m{"secrets": 3, "configmaps": 3},
 	}, {
 		name: "restarted agent: the old one's watches end in the phase",
