@@ -6,9 +6,6 @@
 package desired
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -110,21 +107,6 @@ func unstamped(m map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-func hashOf(content map[string]any, labels, annots map[string]string) string {
-	// encoding/json sorts map keys, so the encoding is canonical.
-	b, err := json.Marshal(struct {
-		C map[string]any    `json:"c"`
-		L map[string]string `json:"l"`
-		A map[string]string `json:"a"`
-	}{content, labels, annots})
-	if err != nil {
-		// Unstructured content decoded from JSON always encodes again.
-		panic(fmt.Sprintf("content hash: %v", err))
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
 }
 
 // SourceRef is the value of AnnotationSource: cluster/namespace/name.

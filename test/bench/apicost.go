@@ -92,13 +92,16 @@ func resourceName(group, resource, subresource string) string {
 }
 
 // requestCounter counts the requests of the bench's own clients of one
-// cluster, keyed like apiserver_request_total.
+// cluster, keyed like apiserver_request_total, and the watches they open.
 type requestCounter struct {
 	mu sync.Mutex
 	c  counts
+	// opened counts WATCH requests when they are sent, by "WATCH
+	// resource"; c counts them when they end, as the API server does.
+	opened counts
 }
 
-func newRequestCounter() *requestCounter { return &requestCounter{c: counts{}} }
+func newRequestCounter() *requestCounter { return &requestCounter{c: counts{}, opened: counts{}} }
 
 func (rc *requestCounter) inc(key string) {
 	rc.mu.Lock()
@@ -106,10 +109,16 @@ func (rc *requestCounter) inc(key string) {
 	rc.mu.Unlock()
 }
 
-func (rc *requestCounter) snapshot() counts {
+func (rc *requestCounter) incOpened(key string) {
+	rc.mu.Lock()
+	rc.opened[key]++
+	rc.mu.Unlock()
+}
+
+func (rc *requestCounter) snapshot() (requests, opened counts) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return maps.Clone(rc.c)
+	return maps.Clone(rc.c), maps.Clone(rc.opened)
 }
 
 // instrument makes cfg count its requests in rc and lifts the client-side
@@ -137,7 +146,9 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return t.next.RoundTrip(req)
 	}
 	watch := strings.HasPrefix(key, "WATCH ")
-	if !watch {
+	if watch {
+		t.counter.incOpened(key)
+	} else {
 		t.counter.inc(key)
 	}
 	resp, err := t.next.RoundTrip(req)
@@ -227,6 +238,13 @@ type apiSnapshot struct {
 	// cache or etcd) and sent as watch events (the initial events of
 	// watch-list streams included).
 	served map[string]float64
+	// watchesOpen is the watches open now per resource
+	// (apiserver_longrunning_requests{verb="WATCH"}), any client.
+	watchesOpen map[string]float64
+	// unresponsive is the watchers the watch cache closed because they did
+	// not keep up, per resource (apiserver_terminated_watchers_total), any
+	// client.
+	unresponsive map[string]float64
 }
 
 // apiServerFamilies reads /metrics of an API server through rc and parses
@@ -277,11 +295,18 @@ func familyOf(name string) string {
 // through rc.
 func scrapeAPIServer(ctx context.Context, rc rest.Interface) (apiSnapshot, error) {
 	fams, err := apiServerFamilies(ctx, rc, "apiserver_request_total",
-		"apiserver_watch_events_total", "apiserver_cache_list_returned_objects_total", "apiserver_storage_list_returned_objects_total")
+		"apiserver_watch_events_total", "apiserver_cache_list_returned_objects_total", "apiserver_storage_list_returned_objects_total",
+		"apiserver_longrunning_requests", "apiserver_terminated_watchers_total")
 	if err != nil {
 		return apiSnapshot{}, err
 	}
-	s := apiSnapshot{requests: counts{}, errors: counts{}, served: map[string]float64{}}
+	s := apiSnapshot{requests: counts{}, errors: counts{}, served: map[string]float64{}, watchesOpen: map[string]float64{}, unresponsive: map[string]float64{}}
+	for _, m := range fams.Series("apiserver_longrunning_requests", "verb", "WATCH") {
+		s.watchesOpen[resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource"))] += fleettest.SampleValue(m)
+	}
+	for _, m := range fams["apiserver_terminated_watchers_total"].GetMetric() {
+		s.unresponsive[resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), "")] += fleettest.SampleValue(m)
+	}
 	for _, m := range fams["apiserver_request_total"].GetMetric() {
 		key := reqKey(fleettest.Label(m, "verb"), resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource")))
 		v := fleettest.SampleValue(m)
@@ -307,6 +332,22 @@ func scrapeAPIServer(ctx context.Context, rc rest.Interface) (apiSnapshot, error
 type apiMark struct {
 	server apiSnapshot
 	bench  counts
+	// benchOpened is the watches the bench opened, by "WATCH resource".
+	benchOpened counts
+}
+
+// agentWatchesOpen is the watches open at the mark that are not the
+// bench's, per resource: the agent's, and the API server's own informers'.
+func (m apiMark) agentWatchesOpen() map[string]float64 {
+	out := map[string]float64{}
+	for res, v := range m.server.watchesOpen {
+		out[res] += v
+	}
+	for k, v := range m.benchOpened {
+		res := strings.TrimPrefix(k, "WATCH ")
+		out[res] -= v - m.bench[k] // opened and not yet closed
+	}
+	return out
 }
 
 // clusterCost is the API cost of a phase on one cluster or group of clusters.
@@ -320,9 +361,45 @@ type clusterCost struct {
 	Errors counts `json:"errors,omitempty"`
 	// Served is objects returned by LISTs and sent by watches, any client.
 	Served map[string]float64 `json:"served"`
+	// Watches are the agent's watches in the phase, per resource.
+	Watches watchCounts `json:"watches"`
 }
 
-func costBetween(a, b apiMark) clusterCost {
+// watchCounts are the watches of the agent in a phase, per resource.
+//
+// The API server counts a WATCH in apiserver_request_total when it ends,
+// and keeps the watches open in apiserver_longrunning_requests; the bench
+// counts its own at both ends. So the agent opened, in a phase, the
+// watches that ended in it plus those open at its end minus those open at
+// its start, the bench's own taken out everywhere. Each informer holds one
+// watch open at a time: a watch opened beyond the first of each informer
+// started in the phase is a restart, the reopening of a watch that ended
+// (closed by the API server, most often because the agent did not keep
+// up; or a timeout, every 5 to 10 minutes per informer). Informers
+// started in the phase are the watches open at its end, less those open at
+// its start when the same agent process ran throughout, or less the API
+// server's own (open before the agent first started) when the agent was
+// started in the phase. The API server's own informers otherwise count
+// with the agent's: one of theirs ending in a phase counts as a restart.
+type watchCounts struct {
+	// Opened is the watches the agent opened.
+	Opened map[string]float64 `json:"opened,omitempty"`
+	// OpenAtEnd is the agent's watches open at the end of the phase: all
+	// but the bench's and those open before the agent first started.
+	OpenAtEnd map[string]float64 `json:"openAtEnd,omitempty"`
+	// Restarts is Opened beyond the first watch of each informer started
+	// in the phase.
+	Restarts map[string]float64 `json:"restarts,omitempty"`
+	// Unresponsive is the watchers the API server closed in the phase
+	// because they did not keep up (apiserver_terminated_watchers_total),
+	// any client's, the bench's included.
+	Unresponsive map[string]float64 `json:"unresponsive,omitempty"`
+}
+
+// costBetween is the cost of the phase from mark a to mark b; newProcess
+// says that the agent process was started in it, own are the watches
+// open before the agent first started (the API server's own).
+func costBetween(a, b apiMark, newProcess bool, own map[string]float64) clusterCost {
 	server := b.server.requests.sub(a.server.requests)
 	bench := b.bench.sub(a.bench)
 	served := map[string]float64{}
@@ -331,17 +408,59 @@ func costBetween(a, b apiMark) clusterCost {
 			served[k] = d
 		}
 	}
-	return clusterCost{Agent: server.sub(bench), Bench: bench, Errors: b.server.errors.sub(a.server.errors), Served: served}
+	agent := server.sub(bench)
+	return clusterCost{Agent: agent, Bench: bench, Errors: b.server.errors.sub(a.server.errors), Served: served,
+		Watches: watchesBetween(a, b, agent, newProcess, own)}
+}
+
+// watchesBetween counts the agent's watches of a phase (see watchCounts);
+// agent is its requests in the phase.
+func watchesBetween(a, b apiMark, agent counts, newProcess bool, own map[string]float64) watchCounts {
+	w := watchCounts{Opened: map[string]float64{}, OpenAtEnd: map[string]float64{}, Restarts: map[string]float64{}, Unresponsive: map[string]float64{}}
+	before, after := a.agentWatchesOpen(), b.agentWatchesOpen()
+	resources := sets.KeySet(before).Union(sets.KeySet(after))
+	for k := range agent {
+		if res, ok := strings.CutPrefix(k, "WATCH "); ok {
+			resources.Insert(res)
+		}
+	}
+	for res := range resources {
+		opened := agent["WATCH "+res] + after[res] - before[res]
+		started := after[res] - own[res]
+		if !newProcess {
+			started = after[res] - before[res]
+		}
+		setNonZero(w.Opened, res, max(0, opened))
+		setNonZero(w.OpenAtEnd, res, after[res]-own[res])
+		setNonZero(w.Restarts, res, max(0, opened-max(0, started)))
+	}
+	for res, v := range b.server.unresponsive {
+		setNonZero(w.Unresponsive, res, v-a.server.unresponsive[res])
+	}
+	return w
+}
+
+func setNonZero(m map[string]float64, k string, v float64) {
+	if v != 0 {
+		m[k] = v
+	}
 }
 
 func (c *clusterCost) add(o clusterCost) {
 	if c.Agent == nil {
-		*c = clusterCost{Agent: counts{}, Bench: counts{}, Errors: counts{}, Served: map[string]float64{}}
+		*c = clusterCost{Agent: counts{}, Bench: counts{}, Errors: counts{}, Served: map[string]float64{},
+			Watches: watchCounts{Opened: map[string]float64{}, OpenAtEnd: map[string]float64{}, Restarts: map[string]float64{}, Unresponsive: map[string]float64{}}}
 	}
 	c.Agent.add(o.Agent)
 	c.Bench.add(o.Bench)
 	c.Errors.add(o.Errors)
 	for k, v := range o.Served {
 		c.Served[k] += v
+	}
+	for _, m := range []struct{ dst, src map[string]float64 }{
+		{c.Watches.Opened, o.Watches.Opened}, {c.Watches.OpenAtEnd, o.Watches.OpenAtEnd},
+		{c.Watches.Restarts, o.Watches.Restarts}, {c.Watches.Unresponsive, o.Watches.Unresponsive},
+	} {
+		counts(m.dst).add(m.src)
 	}
 }

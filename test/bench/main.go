@@ -123,7 +123,7 @@ func run() int {
 	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")
 	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")
 	fs.IntVar(&o.workers, "seed-workers", 32, "Concurrent writers when seeding a workload.")
-	fs.IntVar(&o.floorWorkers, "floor-workers", 32, "Concurrent writers of the floor measurement.")
+	fs.IntVar(&o.floorWorkers, "floor-workers", 16, "Concurrent writers of the floor measurement (the fleet-scale issue compares with 16).")
 	fs.DurationVar(&o.updateGap, "update-gap", 0, "Pause between timed updates (0: back to back, each starting when the previous one has propagated).")
 	fs.BoolVar(&o.churnDelete, "churn-delete-mirrors", false, "hub-churn: delete the churned member's mirrors after each unregistration, so that each registration creates them anew.")
 	fs.DurationVar(&o.settle, "settle", 45*time.Second, "hub-churn, hub-fleet: how long the idle hub settles before its goroutines and memory are read (hub-churn: before and after the churn; hub-fleet: at each step of registrations). Over 30s: the HTTP/2 health check client-go turns on (ReadIdleTimeout 30s) keeps a closed connection's buffers referenced until its timer fires, so a shorter settle counts the last cycles' connections as growth.")

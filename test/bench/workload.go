@@ -110,6 +110,9 @@ type bench struct {
 	sources  []*source
 	targets  []target
 	agent    *agent
+	// ownWatches are, per cluster, the watches open before the agent first
+	// started that are not the bench's: the API server's own, by resource.
+	ownWatches map[string]map[string]float64
 	// apiServerLog receives the logs of hub-fleet's API servers.
 	apiServerLog *os.File
 }
@@ -538,9 +541,9 @@ func (b *bench) mark(ctx context.Context) (map[string]apiMark, error) {
 	marks := make([]apiMark, len(b.clusters))
 	err := parallel(ctx, len(b.clusters), markWorkers, func(ctx context.Context, i int) error {
 		c := b.clusters[i]
-		bench := c.counter.snapshot()
+		bench, opened := c.counter.snapshot()
 		s, err := scrapeAPIServer(ctx, c.raw)
-		marks[i] = apiMark{server: s, bench: bench}
+		marks[i] = apiMark{server: s, bench: bench, benchOpened: opened}
 		return err
 	})
 	out := map[string]apiMark{}
@@ -580,6 +583,13 @@ func (b *bench) beginPhase(ctx context.Context, name string) (*phaseRecorder, er
 	}
 	if b.agent.running() {
 		p.ops = b.agentOps(ctx)
+	} else if b.ownWatches == nil {
+		// Before the agent first started, every watch but the bench's is
+		// the API server's own.
+		b.ownWatches = map[string]map[string]float64{}
+		for name, m := range p.marks {
+			b.ownWatches[name] = m.agentWatchesOpen()
+		}
 	}
 	return p, nil
 }
@@ -591,10 +601,12 @@ func (p *phaseRecorder) end(ctx context.Context) (*phase, error) {
 		return nil, err
 	}
 	ph := &phase{Name: p.name, Seconds: time.Since(p.start).Seconds(), Clusters: map[string]clusterCost{}}
+	// Every informer of an agent started in the phase opens its first watch in it.
+	newProcess := p.b.agent.startedAt.After(p.start)
 	for group, cs := range p.b.groups {
 		var cost clusterCost
 		for _, c := range cs {
-			cost.add(costBetween(p.marks[c.name], marks[c.name]))
+			cost.add(costBetween(p.marks[c.name], marks[c.name], newProcess, p.b.ownWatches[c.name]))
 		}
 		ph.Clusters[group] = cost
 	}
