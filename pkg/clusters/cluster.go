@@ -79,10 +79,12 @@ type Cluster struct {
 	// inFlight counts the calls made with CallContext not returned yet.
 	inFlight prometheus.Gauge
 
-	mu     sync.Mutex
-	kinds  map[schema.GroupVersionKind]*kindWatch
-	ctx    context.Context // set by Start; parent of every watch
-	closed bool            // set by Close; no watch starts again
+	mu    sync.Mutex
+	kinds map[schema.GroupVersionKind]*kindWatch
+	// presences notice the first source of kinds not watched (presence.go).
+	presences map[schema.GroupVersionKind]*presence
+	ctx       context.Context // set by Start; parent of every watch
+	closed    bool            // set by Close; no watch starts again
 }
 
 type kindWatch struct {
@@ -144,6 +146,7 @@ func (c *Cluster) Ping(ctx context.Context) error {
 func (c *Cluster) Close() {
 	c.mu.Lock()
 	c.closed = true
+	c.closePresencesLocked()
 	for gvk, w := range c.kinds {
 		if w.cancel != nil {
 			w.cancel()
@@ -176,16 +179,17 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		return nil, err
 	}
 	c := &Cluster{
-		meta:     metaREST,
-		opts:     opts,
-		config:   cfg,
-		dyn:      dyn,
-		md:       md,
-		mapper:   newKindMapper(disco),
-		disco:    disco,
-		kinds:    map[schema.GroupVersionKind]*kindWatch{},
-		health:   newHealth(),
-		inFlight: metrics.CallsInFlight.WithLabelValues(opts.Name),
+		meta:      metaREST,
+		opts:      opts,
+		config:    cfg,
+		dyn:       dyn,
+		md:        md,
+		mapper:    newKindMapper(disco),
+		disco:     disco,
+		kinds:     map[schema.GroupVersionKind]*kindWatch{},
+		presences: map[schema.GroupVersionKind]*presence{},
+		health:    newHealth(),
+		inFlight:  metrics.CallsInFlight.WithLabelValues(opts.Name),
 	}
 	nsClient := md.Resource(namespacesGVR)
 	c.namespaces = newWatch(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
@@ -239,6 +243,7 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 		return nil // another caller won the race
 	}
 	c.kinds[gvk] = w
+	c.stopPresenceLocked(gvk) // the watches see all it would
 	if c.ctx != nil {
 		w.run(c.ctx)
 	}

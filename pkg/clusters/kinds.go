@@ -10,13 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
@@ -50,10 +48,11 @@ type KindOptions struct {
 	// Deny lists kinds never discovered.
 	Deny []schema.GroupKind
 	// Lazy watches a kind only while a source, one of our mirrors or a pull
-	// mirror of it exists somewhere, found by label-selected LISTs with
-	// limit=1.
+	// mirror of it exists somewhere, noticed by idle label-selected
+	// watches (presence.go).
 	Lazy bool
-	// ProbeInterval is how often lazy kinds are probed.
+	// ProbeInterval is how often the watched kinds are reviewed: idle ones
+	// stopped, failed ones asked again. New sources are noticed at once.
 	ProbeInterval time.Duration
 	// DiscoveryInterval is how often kinds are discovered again.
 	DiscoveryInterval time.Duration
@@ -223,7 +222,8 @@ func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 }
 
 // usage reports whether any cluster has a source, one of our mirrors or a
-// pull mirror of gvk: from the caches where it is watched, else by a LIST with limit=1.
+// pull mirror of gvk: from the caches where it is watched, else from its
+// presence in the cluster (presence.go: LISTs once, then idle watches).
 // unknown is true when no cluster had one but some could not answer
 // (unreachable, failing, forbidden): the caller then decides nothing.
 // Clusters whose probe fails are added to failed and skipped while in it.
@@ -233,33 +233,26 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 			unknown = true
 			continue
 		}
-		if synced, watched := c.KindSynced(gvk); watched && synced {
-			if len(c.Sources(gvk)) > 0 || len(c.AllMirrors(gvk)) > 0 || len(c.Pulls(gvk)) > 0 {
+		if synced, watched := c.KindSynced(gvk); watched {
+			if !synced {
+				unknown = true // its caches will say soon
+			} else if len(c.Sources(gvk)) > 0 || len(c.AllMirrors(gvk)) > 0 || len(c.Pulls(gvk)) > 0 {
 				return true, false
 			}
 			continue
 		}
-		for _, sel := range []string{
-			annotations.LabelEnabled + "=true",
-			annotations.LabelMirror + "=true," + annotations.LabelManagedBy + "=" + k.opts.ManagedBy,
-			annotations.LabelPull + "=true",
-		} {
-			found, err := c.probe(ctx, gvk, sel)
-			if found {
-				return true, false
-			}
-			if apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
-				// The agent may not list this kind here (discovery offers
-				// it, RBAC does not grant it): not used, as far as this
-				// agent can know. The cluster answered, so it is no reason
-				// to stop asking it about the other kinds.
-				k.notListable(ctx, c, gvk, err)
-				break
-			}
-			if err != nil {
-				unknown, failed[c] = true, true
-				break
-			}
+		used, err := c.Presence(ctx, gvk, k.Trigger)
+		switch {
+		case used:
+			return true, false
+		case apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err):
+			// The agent may not list this kind here (discovery offers it,
+			// RBAC does not grant it): not used, as far as this agent can
+			// know. The cluster answered, so it is no reason to stop
+			// asking it about the other kinds.
+			k.notListable(ctx, c, gvk, err)
+		case err != nil:
+			unknown, failed[c] = true, true
 		}
 	}
 	return false, unknown
@@ -276,20 +269,6 @@ func (k *Kinds) notListable(ctx context.Context, c *Cluster, gvk schema.GroupVer
 	if !seen {
 		ctrl.LoggerFrom(ctx).Info("Kind not mirrored: the agent may not list it; grant it to mirror it", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
 	}
-}
-
-func (c *Cluster) probe(ctx context.Context, gvk schema.GroupVersionKind, selector string) (bool, error) {
-	res, err := c.MetadataResource(gvk, metav1.NamespaceAll)
-	if err != nil {
-		return false, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 1})
-	if err != nil {
-		return false, err
-	}
-	return len(list.Items) > 0, nil
 }
 
 // candidates are the kinds that may be watched in c: the explicit ones, or
@@ -309,6 +288,7 @@ func (k *Kinds) candidates(ctx context.Context, c *Cluster) ([]schema.GroupVersi
 		return nil, err
 	}
 	c.mapper.Reset() // CRDs may have come or gone
+	c.ResetPresence()
 	k.mu.Lock()
 	k.discovered[c.Name()], k.discoveredAt[c.Name()] = kinds, time.Now()
 	k.mu.Unlock()

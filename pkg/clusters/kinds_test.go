@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -87,8 +88,11 @@ func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
 	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "src",
 		Labels: map[string]string{annotations.LabelEnabled: "true"}}}
 	g.Expect(fleet.Hub.Client.Create(ctx, src)).To(Succeed())
-	kinds.Step(ctx, both)
-	g.Expect(healthy.Watched()).To(ConsistOf(configMaps))
+	// The source is noticed by a watch: the pass after it finds it.
+	g.Eventually(func() []schema.GroupVersionKind {
+		kinds.Step(ctx, both)
+		return healthy.Watched()
+	}, "5s", "50ms").Should(ConsistOf(configMaps))
 	g.Eventually(func() int { return len(healthy.Sources(configMaps)) }, "10s", "50ms").Should(Equal(1))
 
 	// The source goes: with a cluster that cannot answer, the watch stays
@@ -142,4 +146,46 @@ func TestKindsForbiddenKindIsSkipped(t *testing.T) {
 		g.Expect(c.Watched()).To(ConsistOf(configMaps), "a forbidden kind held back an allowed one")
 		c.Unwatch(configMaps)
 	}
+}
+
+// A kind nobody mirrors costs no request while idle: its presence LISTs
+// once, then watches. The first source of it is noticed by that watch and
+// watched within two seconds, with no pass of the probe interval (an hour
+// here) in between. Then it is a pull mirror's turn, in a kind of its own.
+func TestKindsNoticeNewSourcesWithoutPolling(t *testing.T) {
+	g := NewWithT(t)
+	fleet, ctx := apiServer(t)
+	var requests fleettest.Requests
+	cfg := rest.CopyConfig(fleet.Hub.Config)
+	cfg.Wrap(requests.Wrap)
+	c, err := clusters.New(cfg, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByMember, Handler: ignoreEvents{}})
+	g.Expect(err).NotTo(HaveOccurred())
+	c.Start(ctx)
+	configMaps := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secrets := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	kinds := clusters.NewKinds(clusters.KindOptions{
+		Explicit: []schema.GroupVersionKind{configMaps, secrets}, Lazy: true, ManagedBy: annotations.ManagedByMember,
+		ProbeInterval: time.Hour, IdleTimeout: time.Hour,
+	})
+	go kinds.Run(ctx, func() []*clusters.Cluster { return []*clusters.Cluster{c} })
+
+	// Three LISTs per kind, then two watches per kind (same path).
+	gets := func(resource string) int { return requests.Count("GET", "/api/v1/"+resource, 200) }
+	g.Eventually(func() int { return gets("configmaps") + gets("secrets") }, "10s", "50ms").Should(Equal(10))
+	idle := requests.Count("GET", "", 200)
+	g.Consistently(func() int { return requests.Count("GET", "", 200) }, "3s", "100ms").Should(Equal(idle),
+		"requests while idle")
+	g.Expect(c.Watched()).To(BeEmpty())
+
+	start := time.Now()
+	g.Expect(fleet.Hub.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "src",
+		Labels: map[string]string{annotations.LabelEnabled: "true"}}})).To(Succeed())
+	g.Eventually(c.Watched, "2s", "10ms").Should(ConsistOf(configMaps))
+	t.Logf("a source of a kind not watched was watched after %s", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	g.Expect(fleet.Hub.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pull",
+		Labels: map[string]string{annotations.LabelPull: "true"}, Annotations: map[string]string{annotations.AnnotationMirrorFrom: "app/x"}}})).To(Succeed())
+	g.Eventually(c.Watched, "2s", "10ms").Should(ConsistOf(configMaps, secrets))
+	t.Logf("a pull mirror of a kind not watched was watched after %s", time.Since(start).Round(time.Millisecond))
 }

@@ -3,6 +3,8 @@ package member_test
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,14 +80,30 @@ func getCustom(kind, ns, name string) (*unstructured.Unstructured, error) {
 // on, from its request log.
 func watchedResources() map[string]bool {
 	out := map[string]bool{}
+	for r, sels := range watchesByResource() {
+		// Only the caches watch our mirrors; the presences of kinds not
+		// watched follow sources and pull mirrors. Namespaces are always
+		// cached.
+		if r == "namespaces" || slices.ContainsFunc(sels, func(s string) bool { return strings.Contains(s, annotations.LabelMirror+"=") }) {
+			out[r] = true
+		}
+	}
+	return out
+}
+
+// watchesByResource lists the label selectors of the agent's WATCH
+// requests by resource.
+func watchesByResource() map[string][]string {
+	out := map[string][]string{}
 	for _, r := range agent.requests.all() {
 		method, uri, _ := strings.Cut(r, " ")
 		if method != "GET" || !strings.Contains(uri, "watch=true") {
 			continue
 		}
-		path, _, _ := strings.Cut(uri, "?")
+		path, query, _ := strings.Cut(uri, "?")
 		parts := strings.Split(path, "/")
-		out[parts[len(parts)-1]] = true
+		q, _ := url.ParseQuery(query)
+		out[parts[len(parts)-1]] = append(out[parts[len(parts)-1]], q.Get("labelSelector"))
 	}
 	return out
 }
@@ -136,6 +154,9 @@ func TestDiscoveredKindsAndLazyWatches(t *testing.T) {
 		g.Expect(watched).NotTo(HaveKey(r), "kind %s has no source and must not be watched", r)
 	}
 	g.Expect(len(watched)).To(BeNumerically("<=", 6), fmt.Sprint(watched))
+	// A kind with no source is followed by idle presence watches, so that
+	// its first source is noticed at once.
+	g.Expect(watchesByResource()["services"]).To(ContainElements(annotations.LabelEnabled+"=true", annotations.LabelPull+"=true"))
 
 	// Deleting a CRD while mirrored: its objects go with it, its watches stop.
 	g.Expect(k8s.Delete(context.Background(), crd("Gadget", "gadgets"))).To(Succeed())

@@ -119,7 +119,7 @@ func run() int {
 	fs.IntVar(&o.override.Members, "members", 0, "Member clusters of hub workloads; for hub-churn the stable ones beside the churning one; hub-fleet's smoke run is -members 10 (default: the workload's).")
 	fs.IntVar(&o.override.Updates, "updates", 0, "Timed source updates (default: the workload's).")
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
-	fs.DurationVar(&o.idle, "idle", 30*time.Second, "hub-fleet: the window in which the idle hub's requests and CPU are counted.")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart).")
 	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")
 	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")
 	fs.IntVar(&o.workers, "seed-workers", 32, "Concurrent writers when seeding a workload.")

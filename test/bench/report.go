@@ -23,23 +23,26 @@ type Result struct {
 	// Error is set when the workload did not run to its end.
 	Error string `json:"error,omitempty"`
 
-	ExpectedMirrors int           `json:"expectedMirrors"`
-	SeedSeconds     float64       `json:"seedSeconds"`
-	Floor           *floor        `json:"floor,omitempty"`
-	Convergence     *convergence  `json:"convergence,omitempty"`
-	Updates         *latencies    `json:"updates,omitempty"`
-	NewNamespace    *timed        `json:"newNamespace,omitempty"`
-	Deletion        *timed        `json:"deletion,omitempty"`
-	Resync          *resync       `json:"resync,omitempty"`
-	NoiseProbe      *noiseProbe   `json:"noiseProbe,omitempty"`
-	EndState        *endState     `json:"endState,omitempty"`
-	Resources       resources     `json:"resources"`
-	Churn           *churn        `json:"churn,omitempty"`
-	Faults          *faults       `json:"faults,omitempty"`
-	Fleet           *hubFleet     `json:"fleet,omitempty"`
-	Phases          []*phase      `json:"phases"`
-	Targets         []targetCheck `json:"targets"`
-	Notes           []string      `json:"notes"`
+	ExpectedMirrors int          `json:"expectedMirrors"`
+	SeedSeconds     float64      `json:"seedSeconds"`
+	Floor           *floor       `json:"floor,omitempty"`
+	Convergence     *convergence `json:"convergence,omitempty"`
+	Updates         *latencies   `json:"updates,omitempty"`
+	NewNamespace    *timed       `json:"newNamespace,omitempty"`
+	Deletion        *timed       `json:"deletion,omitempty"`
+	Resync          *resync      `json:"resync,omitempty"`
+	NoiseProbe      *noiseProbe  `json:"noiseProbe,omitempty"`
+	EndState        *endState    `json:"endState,omitempty"`
+	Resources       resources    `json:"resources"`
+	Churn           *churn       `json:"churn,omitempty"`
+	Faults          *faults      `json:"faults,omitempty"`
+	Fleet           *hubFleet    `json:"fleet,omitempty"`
+	Phases          []*phase     `json:"phases"`
+	// IdleRequests are the agent's requests in the idle window, by "VERB
+	// resource" (member-small, member-large, hub).
+	IdleRequests map[string]float64 `json:"idleRequests,omitempty"`
+	Targets      []targetCheck      `json:"targets"`
+	Notes        []string           `json:"notes"`
 }
 
 type machine struct {
@@ -206,6 +209,21 @@ func (r *Result) finish(err error) {
 		case wlHub:
 			check("converge", "<= 30s", secs(c.Seconds), c.Seconds <= 30)
 		}
+	}
+	if r.IdleRequests != nil && r.Workload != wlHub {
+		var other []string
+		for k, v := range r.IdleRequests {
+			// Probes, and the API server's own loopback traffic: its
+			// identity lease, the kubernetes Service's endpoints and its
+			// service IP repair loop (the agent runs without leader
+			// election here).
+			if v > 0 && !strings.Contains(k, "(non-resource)") && !strings.HasSuffix(k, " endpoints") &&
+				!strings.HasSuffix(k, " leases.coordination.k8s.io") && k != "LIST services" {
+				other = append(other, fmt.Sprintf("%s=%.0f", k, v))
+			}
+		}
+		slices.Sort(other)
+		check("idle requests but probes", "0", fmt.Sprintf("%d %v", len(other), other), len(other) == 0)
 	}
 	if u := r.Updates; u != nil && u.Count > 0 {
 		switch r.Workload {

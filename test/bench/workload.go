@@ -271,6 +271,7 @@ func (b *bench) runMirroring(ctx context.Context) (err error) {
 		{"new namespace", b.newNamespace},
 		{"deletion", b.deletion},
 		{"restart", b.restart},
+		{"idle", b.idle},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
@@ -1048,4 +1049,36 @@ func loadAvg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// idle counts the agent's requests in a window of -idle once it has
+// nothing to do: with every kind in use, the health probes (GET
+// /readyz, non-resource) and nothing else; with discovery
+// (-agent-args=--resource-types=), the kinds nobody mirrors are followed
+// by idle watches, which send nothing either.
+func (b *bench) idle(ctx context.Context) error {
+	if _, err := b.agent.waitIdle(ctx, 0, b.opts.timeout); err != nil {
+		return err
+	}
+	p, err := b.beginPhase(ctx, "idle")
+	if err != nil {
+		return err
+	}
+	progress("%s: counting the idle agent's requests for %s", b.workload, b.opts.idle)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.opts.idle): // a measuring window, not a wait for a condition
+	}
+	ph, err := p.end(ctx)
+	if err != nil {
+		return err
+	}
+	b.res.IdleRequests = map[string]float64{}
+	for _, cost := range ph.Clusters {
+		for k, v := range cost.Agent {
+			b.res.IdleRequests[k] += v
+		}
+	}
+	return nil
 }
