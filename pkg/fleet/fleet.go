@@ -97,18 +97,18 @@ type Fleet struct {
 	opts  Options
 	kinds *clusters.Kinds
 
-	mu       sync.RWMutex
-	conns    map[string]*connection
-	leaving  map[string]chan struct{} // per name: closed when its teardown ends
+	mu      sync.RWMutex
+	conns   map[string]*connection
+	leaving map[string]chan struct{} // per name: closed when its teardown ends
 	// elsewhere are the clusters registered but served by another replica
 	// (Spec.Elsewhere); engaging counts, per name, the Engage calls that
 	// are connecting, so that Registered has no gap while one is.
 	elsewhere map[string]*remote
 	engaging  map[string]int
-	ctx      context.Context          // Run's
-	sub      Subscriber               // Run's
-	listed   atomic.Bool
-	listedCh chan struct{}
+	ctx       context.Context // Run's
+	sub       Subscriber      // Run's
+	listed    atomic.Bool
+	listedCh  chan struct{}
 }
 
 // connection is one engaged cluster.

@@ -4,15 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
-	"net/url"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,12 +105,29 @@ type replica struct {
 	id     string
 	cancel context.CancelFunc
 	done   chan error
-	// proxy, when set, stands between the replica and the hub's API
-	// server, to cut it off the Leases while it still reaches the members.
-	proxy *fleettest.FaultProxy
+	// leasesCut, when set, fails the replica's requests for Leases: it
+	// loses its own while it still reads the hub's sources and reaches
+	// the members, which is what fencing must stop.
+	leasesCut atomic.Bool
 }
 
-func startReplica(t *testing.T, id string, proxied bool) *replica {
+// leaseFault fails the requests for Leases while cut is set.
+type leaseFault struct {
+	next http.RoundTripper
+	cut  *atomic.Bool
+}
+
+func (f leaseFault) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.cut.Load() && strings.Contains(r.URL.Path, "/apis/coordination.k8s.io/") {
+		return nil, errors.New("leases cut off by the test")
+	}
+	return f.next.RoundTrip(r)
+}
+
+// WrappedRoundTripper lets client-go see through the fault.
+func (f leaseFault) WrappedRoundTripper() http.RoundTripper { return f.next }
+
+func startReplica(t *testing.T, id string) *replica {
 	t.Helper()
 	o, err := hub.ParseOptions(
 		"--cluster-name=hub", "--namespace="+systemNS, "--cluster-secrets-namespace="+secretsNS,
@@ -122,16 +141,7 @@ func startReplica(t *testing.T, id string, proxied bool) *replica {
 	}
 	r := &replica{id: id, done: make(chan error, 1)}
 	cfg := rest.CopyConfig(fleet.Hub.Config)
-	if proxied {
-		u, err := url.Parse(cfg.Host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.proxy, err = fleettest.NewFaultProxy(u.Host); err != nil {
-			t.Fatal(err)
-		}
-		cfg.Host = "https://" + r.proxy.Addr()
-	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return leaseFault{next: rt, cut: &r.leasesCut} })
 	o.RESTConfig = cfg
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -144,9 +154,6 @@ func (r *replica) stop() {
 	if r.cancel != nil {
 		fleettest.StopInProcess(r.id, r.cancel, r.done)
 		r.cancel = nil
-	}
-	if r.proxy != nil {
-		r.proxy.Close()
 	}
 }
 
@@ -221,8 +228,7 @@ func TestShardedHub(t *testing.T) {
 			Expect(fleettest.RegisterPlain(ctx, fleet.Hub.Client, secretsNS, c, nil, nil)).To(Succeed())
 		}
 	}
-	a, b := startReplica(t, "hub-a", false), startReplica(t, "hub-b", false)
-	c := startReplica(t, "hub-c", true)
+	a, b, c := startReplica(t, "hub-a"), startReplica(t, "hub-b"), startReplica(t, "hub-c")
 	three := settled(t, time.Minute, a.id, b.id, c.id)
 	t.Logf("three replicas: %v", three)
 
@@ -251,11 +257,12 @@ func TestShardedHub(t *testing.T) {
 		}
 	}()
 
-	// hub-c loses the hub's API server: it cannot renew, so it must stop
-	// writing to its members, which it still reaches; the others take
-	// them over once they have seen no renewal for a lease duration.
+	// hub-c loses its Lease: it cannot renew, so it must stop writing to
+	// its members, which it still reaches, while it still sees the source
+	// change; the others take its clusters over once they have seen no
+	// renewal for a lease duration.
 	cut := time.Now()
-	c.proxy.Cut()
+	c.leasesCut.Store(true)
 	two := settled(t, 4*leaseDuration+10*time.Second, a.id, b.id)
 	takeover := time.Since(cut)
 	t.Logf("hub-c cut off; its clusters claimed again after %s: %v", takeover.Round(time.Millisecond), two)
@@ -281,7 +288,7 @@ func TestShardedHub(t *testing.T) {
 
 	// A fourth replica takes about a quarter of the clusters, all from
 	// the others, and nothing else moves.
-	d := startReplica(t, "hub-d", false)
+	d := startReplica(t, "hub-d")
 	withD := settled(t, time.Minute, a.id, b.id, d.id)
 	moved := 0
 	for cl, was := range two {
