@@ -59,7 +59,7 @@ func Main(m *testing.M, f **Fleet, memberNames ...string) {
 	os.Exit(code)
 }
 
-// SetLogger, which the suites call before they start agents, sends controller-runtime's log to stderr when
+// SetLogger sends controller-runtime's log to stderr when
 // FLEETMIRROR_TEST_LOG is set, and nowhere otherwise.
 func SetLogger() {
 	if os.Getenv(envTestLog) != "" {

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -144,7 +145,7 @@ func (l *leases) renew(ctx context.Context, claims []string) error {
 	own := l.own
 	l.mu.Unlock()
 	now := metav1.NewMicroTime(start)
-	seconds := int32(l.duration / time.Second)
+	seconds := int32(min(l.duration/time.Second, math.MaxInt32)) //nolint:gosec // bounded just before
 	want := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: l.name, Labels: map[string]string{LabelGroup: l.group},
 			Annotations: map[string]string{AnnotationClaims: strings.Join(claims, ",")}},
