@@ -98,7 +98,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RemoteCleanupTimeout, "remote-cleanup-timeout", 5*time.Minute, "How long a deleted source is held while clusters with its mirrors are unreachable; the orphan sweep removes those mirrors when they return.")
 	fs.StringVar(&o.raw.orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
 	fs.DurationVar(&o.ProbeInterval, "cluster-probe-interval", 10*time.Second, "How often each registered cluster is probed.")
-	fs.StringVar(&o.Shards, "shards", ShardsOff, "off: one replica serves every registered cluster (with several replicas, under --leader-elect). auto: every replica runs and they divide the registered clusters among themselves through Leases in --namespace (docs/federation.md); needs --leader-elect=false.")
+	fs.StringVar(&o.Shards, "shards", ShardsOff, "off: one replica serves every registered cluster (with several replicas, under --leader-elect). auto: every replica runs and they divide the registered clusters among themselves through Leases in --namespace (docs/federation.md); --leader-elect is then ignored.")
 	fs.StringVar(&o.ShardGroup, "shard-group", "fleetmirror-hub", "With --shards=auto: the name of the replicas that share the clusters, prefix of their Leases' names; one per hub installation in a namespace.")
 	fs.StringVar(&o.ShardID, "shard-id", "", "With --shards=auto: this replica's name in its group, unique and stable while it runs (default: $POD_NAME, else the host name).")
 	fs.DurationVar(&o.ShardLeaseDuration, "shard-lease-duration", 15*time.Second, "With --shards=auto: how long a replica's shard Lease holds without renewal. It renews every 1/8 of it and stops serving after 2/3 without renewal; the others serve a dead replica's clusters after one to two of it.")
@@ -162,9 +162,10 @@ func (o *Options) completeSharding() error {
 	default:
 		return fmt.Errorf("--shards must be %s or %s, not %q", ShardsOff, ShardsAuto, o.Shards)
 	}
-	if o.LeaderElect {
-		return fmt.Errorf("--shards=auto runs every replica, each serving its share of the clusters: it needs --leader-elect=false")
-	}
+	// Every replica works, each on its share: no leader. The chart passes
+	// --leader-elect as its leaderElection value says, which shared
+	// templates check against replicaCount; sharding wins.
+	o.LeaderElect = false
 	if o.ShardID == "" {
 		o.ShardID = os.Getenv("POD_NAME")
 	}

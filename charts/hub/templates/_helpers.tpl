@@ -511,14 +511,8 @@ Command-line flags shared by both binaries, then the chart's own
 {{- with $c.pprofBindAddress }}
 {{- $args = append $args (printf "--pprof-bind-address=%s" .) }}
 {{- end }}
-{{- $elect := and .Values.leaderElection.enabled (not .Values.sharding.enabled) }}
-{{- $args = append $args (printf "--leader-elect=%t" $elect) }}
-{{- if .Values.sharding.enabled }}
-{{- $args = append $args "--shards=auto" }}
-{{- $args = append $args (printf "--shard-group=%s" (include "fleetmirror.fullname" .)) }}
-{{- $args = append $args (printf "--shard-lease-duration=%s" .Values.sharding.leaseDuration) }}
-{{- end }}
-{{- if $elect }}
+{{- $args = append $args (printf "--leader-elect=%t" .Values.leaderElection.enabled) }}
+{{- if .Values.leaderElection.enabled }}
 {{- $args = append $args (printf "--leader-election-id=%s" (include "fleetmirror.leaderElectionID" .)) }}
 {{- $args = append $args (printf "--leader-election-namespace=%s" (include "fleetmirror.leaderElectionNamespace" .)) }}
 {{- $args = append $args (printf "--leader-election-lease-duration=%s" .Values.leaderElection.leaseDuration) }}
@@ -553,7 +547,7 @@ Command-line flags shared by both binaries, then the chart's own
 
 {{/* Checks of value combinations the schema cannot express. */}}
 {{- define "fleetmirror.validate" -}}
-{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) (not .Values.sharding.enabled) }}
-{{- fail "replicaCount > 1 requires sharding.enabled or leaderElection.enabled: replicas that neither share the clusters nor elect a leader would all write" }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicaCount > 1 requires leaderElection.enabled: replicas without leader election would all write" }}
 {{- end }}
 {{- end }}
