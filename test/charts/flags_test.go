@@ -101,7 +101,7 @@ var hubFlags = []flagValue{
 // notSettings are flags of both binaries that are no setting of the agent,
 // so no chart value: the chart never passes them.
 var notSettings = []string{
-	"version", // prints the version and exits
+	"version",  // prints the version and exits
 	"shard-id", // per Pod: the binary defaults to $POD_NAME, else the host name, which is the Pod's name
 }
 
