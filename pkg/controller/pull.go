@@ -59,8 +59,10 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Resu
 	// 1. A pull mirror gone from the cache (deleted, or its label removed)
 	// keeps what it holds: forget it. A cache that has not caught up with
 	// our own last write will bring the newer version; wait for it.
+	// A pull mirror in a read-only cluster is served by the replica of a
+	// sharded hub that serves the cluster.
 	c := r.fleet.Cluster(key.Cluster)
-	if c == nil {
+	if c == nil || r.readOnly(c) {
 		r.forgetPull(key)
 		return reconcile.Result{}, nil
 	}
@@ -153,7 +155,12 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Resu
 func (r *Reconciler) pullSource(ctx context.Context, c *clusters.Cluster, key Key, ref annotations.MirrorFrom) (*unstructured.Unstructured, *PullVerdict, reconcile.Result, error) {
 	sc := c
 	if ref.Remote() {
-		if sc = r.fleet.Cluster(ref.Cluster); sc == nil {
+		if sc = r.fleet.Cluster(ref.Cluster); sc == nil && r.fleet.Registered(ref.Cluster) {
+			v := SourceMissing(fmt.Sprintf("the cluster %s of the source %s is served by another replica of the sharded hub, which does not read it for this one; a pull mirror reaches sources of the hub's own cluster and of the clusters of its shard (docs/federation.md)",
+				ref.Cluster, ref))
+			return nil, &v, reconcile.Result{RequeueAfter: retryConflict}, nil
+		}
+		if sc == nil {
 			v := SourceMissing(fmt.Sprintf("the cluster %s of the source %s is not registered with the hub", ref.Cluster, ref))
 			return nil, &v, reconcile.Result{}, nil
 		}

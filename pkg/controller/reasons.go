@@ -29,6 +29,11 @@ const (
 // mirrors are written or removed when it is back.
 const ReasonClusterUnreachable = "ClusterUnreachable"
 
+// ReasonNotInShard says target clusters are served by another replica of
+// a sharded hub, which does not read the source's cluster: a source in a
+// member cluster reaches only the clusters of its own shard.
+const ReasonNotInShard = "ClusterNotInShard"
+
 // Event reasons of transform rules.
 const (
 	// ReasonInvalidTransform says the transform annotation does not parse;

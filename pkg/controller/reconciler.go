@@ -168,9 +168,10 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 
 	// 5. Hold the finalizer before the first mirror exists. meta follows
 	// our writes to the source, so that the status write below starts
-	// from the finalizer write and does not conflict with it.
+	// from the finalizer write and does not conflict with it. In a read-only
+	// cluster the replica that serves it holds it.
 	var meta metav1.Object = src
-	if !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
+	if !r.readOnly(c) && !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
 		var err error
 		if meta, err = r.patchSource(ctx, c, key, src, true, nil); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -203,6 +204,11 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 // sourceClusterGone handles a source whose cluster left the fleet (only
 // the hub sees this). Its mirrors are deleted or kept, as the operator chose.
 func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string) (reconcile.Result, error) {
+	if r.fleet.Registered(key.Cluster) {
+		// Served by another replica of a sharded hub, or coming back with
+		// new credentials: not an orphan. Its own replica reports on it.
+		return reconcile.Result{}, nil
+	}
 	if !r.opts.DeleteOrphansOfUnregistered {
 		ctrl.LoggerFrom(ctx).Info("Keeping mirrors of a source whose cluster is not registered", "source", ref)
 		return reconcile.Result{}, nil
@@ -258,7 +264,7 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 	if err := sum.err(); err != nil {
 		return reconcile.Result{}, err
 	}
-	if live != nil && slices.Contains(live.GetFinalizers(), r.opts.Identity.Finalizer) {
+	if live != nil && !r.readOnly(c) && slices.Contains(live.GetFinalizers(), r.opts.Identity.Finalizer) {
 		fins := withoutFinalizer(live.GetFinalizers(), r.opts.Identity.Finalizer)
 		if _, err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -291,6 +297,9 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 			r.warnIf(c, src, ReasonClusterUnreachable, true, "Waiting to remove mirrors in unreachable clusters: %s", joinLimited(unreachable))
 			return reconcile.Result{RequeueAfter: min(max(wait, time.Second), retryUnreachable)}, nil
 		}
+	}
+	if r.readOnly(c) {
+		return reconcile.Result{}, nil // the finalizer and status are its serving replica's
 	}
 	var part *string
 	if src.GetDeletionTimestamp() == nil {
@@ -397,7 +406,10 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		metrics.TransformErrors.WithLabelValues(metrics.KindLabel(key.GVK)).Add(float64(len(sum.transformErrs)))
 	}
 	r.warnIf(c, src, ReasonClusterUnreachable, len(plan.Unreachable) > 0, "Not written until the clusters are back: %s", joinLimited(plan.unreachable()))
-	if r.opts.WriteStatus && plan.Pending == 0 {
+	r.warnIf(c, src, ReasonNotInShard, len(plan.Elsewhere) > 0 && !plan.ReadEverywhere,
+		"Not mirrored to %s: another replica of the sharded hub serves them and does not read cluster %s; a source in a member cluster reaches only the clusters of its own shard (docs/federation.md)",
+		joinLimited(plan.Elsewhere), key.Cluster)
+	if r.opts.WriteStatus && plan.Pending == 0 && !r.readOnly(c) {
 		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
@@ -432,6 +444,9 @@ func (r *Reconciler) reportPlan(c *clusters.Cluster, src *unstructured.Unstructu
 // the last one of that reason for this source, so a resync repeats nothing.
 // It reports whether it emitted.
 func (r *Reconciler) warnIf(c *clusters.Cluster, src *unstructured.Unstructured, reason string, cond bool, format string, args ...any) bool {
+	if cond && sourceWide[reason] && r.readOnly(c) {
+		return false // every replica would say the same; the serving one does
+	}
 	key := Key{Cluster: c.Name(), GVK: src.GroupVersionKind(), Namespace: src.GetNamespace(), Name: src.GetName()}
 	v, _ := r.reported.LoadOrStore(key, &sync.Map{})
 	last := v.(*sync.Map)
@@ -447,6 +462,12 @@ func (r *Reconciler) warnIf(c *clusters.Cluster, src *unstructured.Unstructured,
 	r.recorder(c).Eventf(src, corev1.EventTypeWarning, reason, "%s", msg)
 	return true
 }
+
+// sourceWide are the warnings about the source itself, the same from every
+// replica of a sharded hub: only the replica that serves the source's
+// cluster emits them. The others are about targets, which each replica
+// reports for its own clusters.
+var sourceWide = map[string]bool{ReasonInvalidAnnotation: true, ReasonInvalidTransform: true, ReasonSourceRefused: true}
 
 // warned reports whether warnIf already emitted msg for reason about src.
 func (r *Reconciler) warned(c *clusters.Cluster, src *unstructured.Unstructured, reason, msg string) bool {

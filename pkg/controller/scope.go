@@ -40,6 +40,11 @@ type Plan struct {
 	// resolved completely, and mirrors of the source there that are not
 	// in Targets are removed.
 	Covered []*clusters.Cluster
+	// ReadEverywhere: the source's cluster is the hub's own, which every
+	// replica of a sharded hub reads, so that the targets of
+	// Outcome.Elsewhere are served by their replicas. Otherwise they are
+	// not served at all.
+	ReadEverywhere bool
 }
 
 // plan resolves the targets of a source in cluster c for the writer's
@@ -57,6 +62,9 @@ func (r *Reconciler) plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 		Remote: remote, AllowedSourceClusters: r.opts.AllowedSourceClusters, AllowedSourceNamespaces: r.opts.AllowedSourceNamespaces,
 	})
 	p := Plan{Outcome: out}
+	if m, ok := r.fleet.Member(c.Name()); ok && m.Local {
+		p.ReadEverywhere = true
+	}
 	for _, t := range out.Targets {
 		if tc := r.cluster(c, t.Cluster); tc != nil {
 			p.Targets = append(p.Targets, Target{Cluster: tc, Namespace: t.Namespace})
@@ -89,6 +97,8 @@ func (r *Reconciler) remoteSnapshot(gvk schema.GroupVersionKind, req annotations
 		tc := targets.Cluster{Name: m.Cluster.Name(), Labels: m.Labels, Excluded: m.ExcludedNamespaces, ExcludedBecause: m.ExcludedBecause}
 		tc.KindSynced, _ = m.Cluster.KindSynced(gvk)
 		switch {
+		case m.ReadOnly:
+			tc.State = targets.Elsewhere
 		case m.Up:
 			tc.State = targets.Ready
 		case m.Connecting:
@@ -105,6 +115,9 @@ func (r *Reconciler) remoteSnapshot(gvk schema.GroupVersionKind, req annotations
 			tc.Namespaces = Namespaces(m.Cluster)
 		}
 		snap.Clusters = append(snap.Clusters, tc)
+	}
+	for _, s := range r.fleet.Elsewhere() {
+		snap.Clusters = append(snap.Clusters, targets.Cluster{Name: s.Name, Labels: s.Labels, State: targets.Elsewhere})
 	}
 	slices.SortFunc(snap.Clusters, func(a, b targets.Cluster) int { return strings.Compare(a.Name, b.Name) })
 	return snap
@@ -123,7 +136,7 @@ func (r *Reconciler) mirrorClusters(source string) (reachable []*clusters.Cluste
 	}
 	for _, m := range r.fleet.Members() {
 		switch name := m.Cluster.Name(); {
-		case name == source:
+		case name == source, m.ReadOnly: // another replica serves a read-only cluster
 		case m.Up:
 			reachable = append(reachable, m.Cluster)
 		default:
@@ -131,6 +144,13 @@ func (r *Reconciler) mirrorClusters(source string) (reachable []*clusters.Cluste
 		}
 	}
 	return reachable, unreachable
+}
+
+// readOnly reports whether the writer writes nothing into c: another
+// replica of a sharded hub serves it (fleet.Spec.ReadOnly).
+func (r *Reconciler) readOnly(c *clusters.Cluster) bool {
+	m, ok := r.fleet.Member(c.Name())
+	return ok && m.ReadOnly
 }
 
 // recorder returns the Event recorder for objects of c; one that drops

@@ -107,6 +107,12 @@ func statusLine(p Plan, s summary, remote bool) string {
 	if len(p.Unreachable) > 0 {
 		parts = append(parts, joinLimited(p.unreachable()))
 	}
+	switch n := len(p.Elsewhere); {
+	case n > 0 && p.ReadEverywhere:
+		parts = append(parts, count(n, "cluster")+" served by other hub replicas")
+	case n > 0:
+		parts = append(parts, count(n, "cluster")+" in other hub shards not served")
+	}
 	return strings.Join(parts, "; ")
 }
 

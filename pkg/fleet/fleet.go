@@ -97,13 +97,18 @@ type Fleet struct {
 	opts  Options
 	kinds *clusters.Kinds
 
-	mu       sync.RWMutex
-	conns    map[string]*connection
-	leaving  map[string]chan struct{} // per name: closed when its teardown ends
-	ctx      context.Context          // Run's
-	sub      Subscriber               // Run's
-	listed   atomic.Bool
-	listedCh chan struct{}
+	mu      sync.RWMutex
+	conns   map[string]*connection
+	leaving map[string]chan struct{} // per name: closed when its teardown ends
+	// elsewhere are the clusters registered but served by another replica
+	// (Spec.Elsewhere); engaging counts, per name, the Engage calls that
+	// are connecting, so that Registered has no gap while one is.
+	elsewhere map[string]*remote
+	engaging  map[string]int
+	ctx       context.Context // Run's
+	sub       Subscriber      // Run's
+	listed    atomic.Bool
+	listedCh  chan struct{}
 }
 
 // connection is one engaged cluster.
@@ -129,9 +134,17 @@ type connection struct {
 	left    chan struct{}
 }
 
+// remote is a cluster engaged with Spec.Elsewhere.
+type remote struct {
+	spec    Spec
+	labels  atomic.Pointer[map[string]string]
+	engaged context.Context
+}
+
 // New returns a fleet; Run drives it.
 func New(o Options) *Fleet {
-	f := &Fleet{opts: o, conns: map[string]*connection{}, leaving: map[string]chan struct{}{}, listedCh: make(chan struct{})}
+	f := &Fleet{opts: o, conns: map[string]*connection{}, leaving: map[string]chan struct{}{}, listedCh: make(chan struct{}),
+		elsewhere: map[string]*remote{}, engaging: map[string]int{}}
 	ko := o.Kinds
 	ko.ManagedBy = o.ManagedBy
 	ko.Synced = f.kindSynced
@@ -174,7 +187,22 @@ func (f *Fleet) NeedLeaderElection() bool { return false }
 
 // Engage adds a cluster until ctx ends; see Engager.
 func (f *Fleet) Engage(ctx context.Context, s Spec) error {
+	if s.Elsewhere {
+		return f.engageElsewhere(ctx, s)
+	}
 	f.mu.Lock()
+	if r := f.elsewhere[s.Name]; r != nil && r.engaged.Err() == nil {
+		f.mu.Unlock()
+		return fmt.Errorf("cluster %s is engaged already, as served elsewhere", s.Name)
+	}
+	f.engaging[s.Name]++
+	defer func() {
+		f.mu.Lock()
+		if f.engaging[s.Name]--; f.engaging[s.Name] == 0 {
+			delete(f.engaging, s.Name)
+		}
+		f.mu.Unlock()
+	}()
 	for {
 		if ch := f.leaving[s.Name]; ch != nil {
 			f.mu.Unlock()
@@ -210,6 +238,7 @@ func (f *Fleet) Engage(ctx context.Context, s Spec) error {
 	c.cancel = cancel
 	f.mu.Lock()
 	f.conns[s.Name] = c
+	delete(f.elsewhere, s.Name) // its engagement ended before this one began
 	f.mu.Unlock()
 	f.setSize()
 	f.start(runCtx, c)
@@ -217,10 +246,69 @@ func (f *Fleet) Engage(ctx context.Context, s Spec) error {
 	// is held, per cluster until its engagement ends.
 	context.AfterFunc(ctx, func() {
 		if parent.Err() == nil { // else Run closes every connection
-			f.disengage(c, !errors.Is(context.Cause(ctx), ErrReplaced))
+			f.disengage(c, context.Cause(ctx))
+		}
+		if s.Left != nil {
+			s.Left()
 		}
 	})
 	return nil
+}
+
+// engageElsewhere records a cluster another replica serves until ctx
+// ends. It may be engaged while the connection of the same name is being
+// torn down (handed over), so that the name is never unknown meanwhile.
+func (f *Fleet) engageElsewhere(ctx context.Context, s Spec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.conns[s.Name]; ok && c.engaged.Err() == nil {
+		return fmt.Errorf("cluster %s is engaged already", s.Name)
+	}
+	if r := f.elsewhere[s.Name]; r != nil && r.engaged.Err() == nil {
+		return fmt.Errorf("cluster %s is engaged already, as served elsewhere", s.Name)
+	}
+	r := &remote{spec: s, engaged: ctx}
+	labels := s.Labels
+	r.labels.Store(&labels)
+	f.elsewhere[s.Name] = r
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		if f.elsewhere[s.Name] == r {
+			delete(f.elsewhere, s.Name)
+		}
+		f.mu.Unlock()
+		if s.Left != nil {
+			s.Left()
+		}
+	})
+	return nil
+}
+
+// Elsewhere lists the clusters registered but served by another replica
+// (Spec.Elsewhere), by name, with their labels.
+func (f *Fleet) Elsewhere() []Spec {
+	f.mu.RLock()
+	out := make([]Spec, 0, len(f.elsewhere))
+	for _, r := range f.elsewhere {
+		if r.engaged.Err() == nil {
+			out = append(out, Spec{Name: r.spec.Name, Labels: *r.labels.Load(), Elsewhere: true})
+		}
+	}
+	f.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Spec) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Registered reports whether the cluster named name is registered: engaged
+// here (connecting, connected or being torn down) or served elsewhere.
+// A source of a cluster that is not is a source of an unregistered one.
+func (f *Fleet) Registered(name string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, conn := f.conns[name]
+	_, leaving := f.leaving[name]
+	_, elsewhere := f.elsewhere[name]
+	return conn || leaving || elsewhere || f.engaging[name] > 0
 }
 
 // Relabel replaces the labels of the cluster named name.
@@ -229,6 +317,9 @@ func (f *Fleet) Relabel(name string, labels map[string]string) {
 	defer f.mu.RUnlock()
 	if c, ok := f.conns[name]; ok {
 		c.labels.Store(&labels)
+	}
+	if r, ok := f.elsewhere[name]; ok {
+		r.labels.Store(&labels)
 	}
 }
 
@@ -416,10 +507,18 @@ func (f *Fleet) stop(c *connection) {
 	c.up.Store(false)
 }
 
-// disengage takes a cluster out of the fleet. One that leaves for good
-// (gone) first has the writer's finalizer taken off its sources, while its
-// connection still works, and its series are deleted.
-func (f *Fleet) disengage(c *connection, gone bool) {
+// disengage takes a cluster out of the fleet, for the reason cause. One
+// that leaves for good (not replaced, not handed over) first has the
+// writer's finalizer taken off its sources, while its connection still
+// works, unless it is read only; its series are deleted. One handed over
+// to another replica is marked unreachable first, which aborts the calls
+// in flight and fails new ones.
+func (f *Fleet) disengage(c *connection, cause error) {
+	handedOver := errors.Is(cause, ErrHandedOver)
+	gone := !handedOver && !errors.Is(cause, ErrReplaced)
+	if handedOver {
+		c.cluster.MarkDown("served by another hub replica")
+	}
 	name := c.spec.Name
 	defer close(c.left)
 	f.mu.Lock()
@@ -438,13 +537,14 @@ func (f *Fleet) disengage(c *connection, gone bool) {
 	log := ctrl.LoggerFrom(f.ctx).WithValues("cluster", name)
 	log.Info("Disengaging cluster", "leaving", gone)
 	switch {
-	case gone && c.cluster.Unreachable() == nil:
+	case !gone || c.spec.ReadOnly:
+	case c.cluster.Unreachable() == nil:
 		releaseSources(f.ctx, c.cluster, f.opts.Finalizer, f.opts.FieldManager)
-	case gone:
+	default:
 		log.Info("Cluster leaving the fleet is unreachable: its sources keep the finalizer; remove it by hand", "finalizer", f.opts.Finalizer)
 	}
 	f.stop(c)
-	if gone {
+	if gone || handedOver {
 		metrics.ForgetCluster(name)
 		if f.opts.Metrics.Up != nil {
 			f.opts.Metrics.Up.DeleteLabelValues(name)
@@ -542,6 +642,9 @@ type Member struct {
 	// reason ExcludedBecause gives in plain words.
 	ExcludedNamespaces glob.List
 	ExcludedBecause    string
+	// ReadOnly: its sources are read, nothing is written into it
+	// (Spec.ReadOnly).
+	ReadOnly bool
 }
 
 // Members lists the engaged clusters as Clusters does.
@@ -549,11 +652,26 @@ func (f *Fleet) Members() []Member {
 	conns := f.sorted()
 	out := make([]Member, len(conns))
 	for i, c := range conns {
-		out[i] = Member{Cluster: c.cluster, Labels: *c.labels.Load(), Local: c.spec.Local, Up: c.up.Load(),
-			Connecting:         !c.everUp.Load() && time.Since(c.created) < 3*f.opts.ProbeInterval+f.opts.ProbeTimeout,
-			ExcludedNamespaces: c.spec.ExcludedNamespaces, ExcludedBecause: c.spec.ExcludedBecause}
+		out[i] = f.member(c)
 	}
 	return out
+}
+
+// Member returns the engaged cluster named name as Members lists it.
+func (f *Fleet) Member(name string) (Member, bool) {
+	f.mu.RLock()
+	c, ok := f.conns[name]
+	f.mu.RUnlock()
+	if !ok {
+		return Member{}, false
+	}
+	return f.member(c), true
+}
+
+func (f *Fleet) member(c *connection) Member {
+	return Member{Cluster: c.cluster, Labels: *c.labels.Load(), Local: c.spec.Local, Up: c.up.Load(),
+		Connecting:         !c.everUp.Load() && time.Since(c.created) < 3*f.opts.ProbeInterval+f.opts.ProbeTimeout,
+		ExcludedNamespaces: c.spec.ExcludedNamespaces, ExcludedBecause: c.spec.ExcludedBecause, ReadOnly: c.spec.ReadOnly}
 }
 
 // LocalSynced reports whether the fleet is known and every local cluster

@@ -44,6 +44,14 @@ type Engager interface {
 // engagement of a cluster that it engages again at once.
 var ErrReplaced = errors.New("cluster replaced by a new registration")
 
+// ErrHandedOver is the cancellation cause with which a sharding provider
+// ends the engagement of a cluster that another replica of the hub serves
+// from now on. The fleet marks the cluster unreachable first, which aborts
+// the calls in flight and fails new ones at once (the fence: the other
+// replica may start writing soon after), keeps the writer's finalizer on
+// its sources (the other replica serves them) and deletes its series.
+var ErrHandedOver = errors.New("cluster handed over to another hub replica")
+
 // Spec is one cluster as a provider hands it to the fleet.
 type Spec struct {
 	// Name names the cluster in source references, targets, logs and
@@ -65,6 +73,24 @@ type Spec struct {
 	// Recorder, when set, records the Events about objects of the cluster;
 	// otherwise the fleet makes one that writes to the cluster.
 	Recorder record.EventRecorder
+
+	// The fields below serve a sharded hub (pkg/shard); zero values are
+	// the unsharded fleet.
+
+	// ReadOnly: the writer reads the cluster's sources but writes nothing
+	// into it, neither mirrors nor the finalizer or status of its
+	// sources: another replica of the hub serves it. Events about its
+	// sources are still recorded (each recorder creates Events of its own).
+	ReadOnly bool
+	// Elsewhere: the cluster is registered, but another replica of the hub
+	// serves it. The fleet does not connect to it; it keeps its name and
+	// labels, so that targets there are reported as served elsewhere and
+	// mirrors of its sources are not taken for orphans.
+	Elsewhere bool
+	// Left, when set, is called once an engagement that ctx ended is torn
+	// down: its watches stopped, its connection closed (refusing new
+	// calls), and, when handed over, its calls in flight aborted.
+	Left func()
 }
 
 // Providers runs several providers as one: the fleet is listed when every

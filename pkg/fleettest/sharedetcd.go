@@ -36,6 +36,8 @@ import (
 type SharedOptions struct {
 	// MemberArgs are extra kube-apiserver flags of the members (not of the
 	// hub), by name without dashes. They override envtest's defaults.
+	// "{cluster}" in a value is replaced by the member's name (a file per
+	// member: --audit-log-path=/tmp/audit-{cluster}.log).
 	MemberArgs map[string]string
 	// MemberEnv are extra environment variables (NAME=value) of the
 	// members' API server processes, e.g. Go's GOGC or GOMEMLIMIT.
@@ -182,7 +184,7 @@ func newSharedCluster(name, assets string, etcd *sharedEtcd, args map[string]str
 	api.Configure().Set("advertise-address", "127.0.0.1")
 	api.Configure().Set("etcd-prefix", etcdPrefixRoot+name)
 	for _, k := range slices.Sorted(maps.Keys(args)) {
-		api.Configure().Set(k, args[k])
+		api.Configure().Set(k, strings.ReplaceAll(args[k], "{cluster}", name))
 	}
 	// The environment holds the API server alone: Stop and Restart of the
 	// Cluster reach it as they do in a fleet of its own, and stopping the

@@ -26,7 +26,7 @@ func StartSuite(memberNames ...string) *Fleet {
 		fmt.Println("skipping envtest suite in -short mode")
 		os.Exit(0)
 	}
-	setLogger()
+	SetLogger()
 	f, err := Start("", memberNames...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -42,7 +42,7 @@ func StartSuite(memberNames ...string) *Fleet {
 // the process with the tests' status.
 func Main(m *testing.M, f **Fleet, memberNames ...string) {
 	flag.Parse()
-	setLogger()
+	SetLogger()
 	if testing.Short() {
 		fmt.Println("envtest tests skipped in -short mode")
 		os.Exit(m.Run())
@@ -59,9 +59,9 @@ func Main(m *testing.M, f **Fleet, memberNames ...string) {
 	os.Exit(code)
 }
 
-// setLogger sends controller-runtime's log to stderr when
+// SetLogger sends controller-runtime's log to stderr when
 // FLEETMIRROR_TEST_LOG is set, and nowhere otherwise.
-func setLogger() {
+func SetLogger() {
 	if os.Getenv(envTestLog) != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	} else {

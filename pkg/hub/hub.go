@@ -12,6 +12,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/providers"
+	"github.com/fleetmirror/fleetmirror/pkg/shard"
 )
 
 // FieldManager names the hub's writes in managedFields.
@@ -61,5 +62,10 @@ func (o *Options) provider(own *rest.Config) (fleet.Provider, error) {
 	default:
 		return nil, fmt.Errorf("unknown cluster provider %q", o.ClusterProvider)
 	}
-	return fleet.Providers(local, registered), nil
+	all := fleet.Providers(local, registered)
+	if !o.Sharded() {
+		return all, nil
+	}
+	return &shard.Provider{Inner: all, Options: shard.Options{Config: own, Namespace: o.Namespace, Group: o.ShardGroup,
+		Identity: o.ShardID, LeaseDuration: o.ShardLeaseDuration, Epsilon: shard.DefaultEpsilon}}, nil
 }

@@ -3,6 +3,7 @@ package hub
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -51,12 +52,39 @@ type Hub struct {
 	// ProbeInterval and ProbeTimeout govern cluster health probes.
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
+	// Sharding divides the registered clusters among the hub's replicas.
+	Sharding
 
 	// secretsNamespace is ClusterSecretsNamespace as a pattern.
 	secretsNamespace glob.Glob
 	// The flag values Complete parses.
 	raw struct{ clusters, namespaces, orphans string }
 }
+
+// Sharding are the options of a sharded hub (pkg/shard).
+type Sharding struct {
+	// Shards is ShardsOff (one replica serves every cluster) or ShardsAuto
+	// (the replicas that run divide the registered clusters).
+	Shards string
+	// ShardGroup names the replicas that share the clusters: the label
+	// value and name prefix of their Leases in --namespace.
+	ShardGroup string
+	// ShardID names this replica in its group (default: $POD_NAME, else
+	// the host name).
+	ShardID string
+	// ShardLeaseDuration is how long a replica's shard Lease holds without
+	// renewal; a dead replica's clusters are served again within about two.
+	ShardLeaseDuration time.Duration
+}
+
+// Values of --shards.
+const (
+	ShardsOff  = "off"
+	ShardsAuto = "auto"
+)
+
+// Sharded reports whether the replicas divide the clusters.
+func (s Sharding) Sharded() bool { return s.Shards == ShardsAuto }
 
 // AddFlags registers every option on fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
@@ -70,6 +98,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RemoteCleanupTimeout, "remote-cleanup-timeout", 5*time.Minute, "How long a deleted source is held while clusters with its mirrors are unreachable; the orphan sweep removes those mirrors when they return.")
 	fs.StringVar(&o.raw.orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
 	fs.DurationVar(&o.ProbeInterval, "cluster-probe-interval", 10*time.Second, "How often each registered cluster is probed.")
+	fs.StringVar(&o.Shards, "shards", ShardsOff, "off: one replica serves every registered cluster (with several replicas, under --leader-elect). auto: every replica runs and they divide the registered clusters among themselves through Leases in --namespace (docs/federation.md); --leader-elect is then ignored.")
+	fs.StringVar(&o.ShardGroup, "shard-group", "fleetmirror-hub", "With --shards=auto: the name of the replicas that share the clusters, prefix of their Leases' names; one per hub installation in a namespace.")
+	fs.StringVar(&o.ShardID, "shard-id", "", "With --shards=auto: this replica's name in its group, unique and stable while it runs (default: $POD_NAME, else the host name).")
+	fs.DurationVar(&o.ShardLeaseDuration, "shard-lease-duration", 15*time.Second, "With --shards=auto: how long a replica's shard Lease holds without renewal. It renews every 1/8 of it and stops serving after 2/3 without renewal; the others serve a dead replica's clusters after one to two of it.")
 	fs.DurationVar(&o.ProbeTimeout, "cluster-probe-timeout", 3*time.Second, "Deadline of one cluster probe. A cluster that misses it is marked unreachable: calls to it fail at once until a probe succeeds. A call to a cluster still running after 1s (or this, if shorter) has the cluster probed at once.")
 }
 
@@ -116,6 +148,42 @@ func (o *Options) Complete() error {
 	}
 	if o.RemoteCleanupTimeout < 0 {
 		return fmt.Errorf("--remote-cleanup-timeout must not be negative, got %s", o.RemoteCleanupTimeout)
+	}
+	return o.completeSharding()
+}
+
+// completeSharding checks the sharding options and fills in the replica's
+// name.
+func (o *Options) completeSharding() error {
+	switch o.Shards {
+	case ShardsOff:
+		return nil
+	case ShardsAuto:
+	default:
+		return fmt.Errorf("--shards must be %s or %s, not %q", ShardsOff, ShardsAuto, o.Shards)
+	}
+	// Every replica works, each on its share: no leader. The chart passes
+	// --leader-elect as its leaderElection value says, which shared
+	// templates check against replicaCount; sharding wins.
+	o.LeaderElect = false
+	if o.ShardID == "" {
+		o.ShardID = os.Getenv("POD_NAME")
+	}
+	if o.ShardID == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--shard-id: none given and no host name: %w", err)
+		}
+		o.ShardID = host
+	}
+	if errs := validation.IsDNS1123Label(o.ShardGroup); len(errs) > 0 {
+		return fmt.Errorf("--shard-group: %q is not a DNS label: %s", o.ShardGroup, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(o.ShardGroup + "-" + o.ShardID); len(errs) > 0 {
+		return fmt.Errorf("--shard-id: %q does not make a Lease name with --shard-group: %s", o.ShardID, strings.Join(errs, "; "))
+	}
+	if o.ShardLeaseDuration < time.Second {
+		return fmt.Errorf("--shard-lease-duration must be at least 1s, got %s", o.ShardLeaseDuration)
 	}
 	return nil
 }

@@ -34,3 +34,29 @@ func TestOptionsRefuseMalformedPatterns(t *testing.T) {
 		t.Errorf("allowed source namespaces = %q", got)
 	}
 }
+
+// --shards=auto turns leader election off (every replica works on its
+// share) and needs a replica name that makes a Lease name.
+func TestOptionsSharding(t *testing.T) {
+	for _, bad := range []struct{ args []string }{
+		{[]string{"--shards=on"}},
+		{[]string{"--shards=auto", "--shard-id=Hub_0"}},
+		{[]string{"--shards=auto", "--shard-id=hub-0", "--shard-group=a.b"}},
+		{[]string{"--shards=auto", "--shard-id=hub-0", "--shard-lease-duration=500ms"}},
+	} {
+		if _, err := hub.ParseOptions(bad.args...); err == nil {
+			t.Errorf("%v: accepted", bad.args)
+		}
+	}
+	o, err := hub.ParseOptions("--shards=auto", "--shard-id=hub-0", "--leader-elect=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.Sharded() || o.LeaderElect || o.ShardID != "hub-0" {
+		t.Errorf("sharded %t, leader election %t, id %q", o.Sharded(), o.LeaderElect, o.ShardID)
+	}
+	t.Setenv("POD_NAME", "fleetmirror-hub-7d9f-x2k")
+	if o, err = hub.ParseOptions("--shards=auto"); err != nil || o.ShardID != "fleetmirror-hub-7d9f-x2k" {
+		t.Errorf("shard id %q from $POD_NAME, error %v", o.ShardID, err)
+	}
+}

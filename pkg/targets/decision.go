@@ -60,6 +60,9 @@ const (
 	// ClusterUnreachable: the cluster does not answer; its mirrors are
 	// neither written nor removed until it is back.
 	ClusterUnreachable Reason = "ClusterUnreachable"
+	// ClusterElsewhere: another replica of a sharded hub serves the
+	// cluster; this replica neither writes nor removes mirrors there.
+	ClusterElsewhere Reason = "ClusterElsewhere"
 )
 
 // Decision says why one candidate was not targeted.
@@ -233,6 +236,10 @@ func (r *recorder) notReady(c *Cluster) {
 		}
 		r.add(c.Name, "", ClusterUnreachable, "cluster %s has not answered%s; its mirrors are neither written nor removed until it is back", c.Name, since)
 	}
+}
+
+func (r *recorder) elsewhere(cluster string) {
+	r.add(cluster, "", ClusterElsewhere, "cluster %s is served by another replica of the sharded hub", cluster)
 }
 
 // sorted returns the decisions in (cluster, namespace) order, one for each.

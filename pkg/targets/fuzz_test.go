@@ -28,6 +28,7 @@ func FuzzPlan(f *testing.F) {
 		{"e*/all-labeled, hub/fleetmirror-system, west/nope", "", "env!=dev", "", "", 3, 1, 0},
 		{"*/all", "1", "", "", "team-a", 7, 13, 2},
 		{"*/team-a", "", "", "", "", 7, 3, 0},
+		{"*/team-a", "", "", "", "", 7, 33, 0},
 		{"", "", "", "tier=web", "", 7, 0, 0},
 		{"team-a", "2", "", "tier in (web, db)", "", 0, 16, 0},
 		{"*/default", "3", "env=prod", "tier=web", "", 7, 1, 0},
@@ -56,6 +57,9 @@ func FuzzPlan(f *testing.F) {
 		req := annotations.Parse(nil, ann)
 		fleet := hubFleet()
 		fleet.Loading = flags&2 != 0
+		if flags&32 != 0 { // a sharded hub: another replica serves west
+			fleet.Clusters[len(fleet.Clusters)-1].State = Elsewhere
+		}
 		if east := &fleet.Clusters[0]; extra != "" && !slices.ContainsFunc(east.Namespaces, func(n Namespace) bool { return n.Name == extra }) {
 			east.Namespaces = append(east.Namespaces, ns(extra))
 		}
@@ -130,9 +134,9 @@ func checkOutcome(t *testing.T, o Outcome, src Source, scope Scope, explained []
 			t.Errorf("%s is skipped, refused or missing without its one Decision: %v", place, placesOf(o.Decisions))
 		}
 	}
-	for _, cluster := range o.Unreachable {
+	for _, cluster := range slices.Concat(o.Unreachable, o.Elsewhere) {
 		if !decided(cluster, "") {
-			t.Errorf("cluster %s is unreachable without a Decision", cluster)
+			t.Errorf("cluster %s is unreachable or elsewhere without a Decision", cluster)
 		}
 	}
 	if !o.Relevant || o.Ignored != "" {
@@ -208,6 +212,8 @@ func reference(req annotations.Request, src Source, fleet Fleet, policy Policy, 
 		}
 		switch {
 		case !selected:
+		case c.State == Elsewhere:
+			out.Elsewhere = append(out.Elsewhere, c.Name)
 		case c.State == Unreachable:
 			out.Unreachable = append(out.Unreachable, c.Name)
 			if !c.UnreachableSince.IsZero() {

@@ -26,6 +26,10 @@ const (
 	// Unreachable: the cluster has answered before, or has been tried for
 	// long enough, and does not answer now.
 	Unreachable
+	// Elsewhere: the cluster is registered, but another replica of a
+	// sharded hub serves it; this writer neither writes nor removes
+	// mirrors there.
+	Elsewhere
 )
 
 // Cluster is what target resolution needs to know of one cluster.
@@ -109,6 +113,9 @@ type Outcome struct {
 	// Pending counts target clusters not ready yet; the source is reconciled
 	// again when they are.
 	Pending int
+	// Elsewhere names the target clusters another replica of a sharded hub
+	// serves; this writer leaves their mirrors alone.
+	Elsewhere []string
 	// Covered names the clusters whose targets were resolved completely;
 	// mirrors of the source there that are not in Targets are removed.
 	Covered []string
@@ -204,6 +211,11 @@ func planRemote(req annotations.Request, src Source, fleet Fleet, policy Policy,
 			if rec.explain {
 				rec.notSelected(c, matched, req)
 			}
+			continue
+		}
+		if c.State == Elsewhere {
+			rec.elsewhere(c.Name)
+			out.Elsewhere = append(out.Elsewhere, c.Name)
 			continue
 		}
 		if !ready {

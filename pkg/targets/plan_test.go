@@ -421,12 +421,17 @@ func TestDecisionMessages(t *testing.T) {
 			"cluster south has not answered since 2026-11-01T12:00:00Z; its mirrors are neither written nor removed until it is back"},
 		{ClusterUnreachable, targetsOf("lost/team-a"), hub, Policy{}, Scope{Remote: true}, "lost/",
 			"cluster lost has not answered; its mirrors are neither written nor removed until it is back"},
+		{ClusterElsewhere, targetsOf("west/team-a"), hub, Policy{}, Scope{Remote: true}, "west/",
+			"cluster west is served by another replica of the sharded hub"},
 	}
 	seen := map[Reason]bool{}
 	for _, tt := range cases {
 		fleet := hubFleet()
 		if !tt.scope.Remote {
 			fleet = memberFleet()
+		}
+		if tt.reason == ClusterElsewhere {
+			fleet.Clusters[len(fleet.Clusters)-1].State = Elsewhere // west
 		}
 		out := Plan(annotations.Parse(nil, tt.annotations), tt.src, fleet, tt.policy, tt.scope)
 		i := slices.IndexFunc(out.Decisions, func(d Decision) bool { return d.Cluster+"/"+d.Namespace == tt.place })
@@ -448,7 +453,7 @@ func TestDecisionMessages(t *testing.T) {
 
 // allReasons lists every Reason, for tests that want each one.
 var allReasons = []Reason{SourceNamespace, ExcludedNamespace, OptedOut, NotLabeled, Terminating, MissingNamespace, OverLimit, NotMatched,
-	HubPolicy, SourceCluster, ClusterNotSelected, ClusterPending, ClusterUnreachable}
+	HubPolicy, SourceCluster, ClusterNotSelected, ClusterPending, ClusterUnreachable, ClusterElsewhere}
 
 // TestPlanInvalidNamespaceSelector: a namespace selector that does not
 // parse, or is empty, selects nothing, in either scope; the entries beside

@@ -93,12 +93,16 @@ var hubFlags = []flagValue{
 	{flag: "unregistered-source-mirrors", value: "config.unregisteredSourceMirrors", set: "delete", want: "delete"},
 	{flag: "cluster-probe-interval", value: "config.clusterProbeInterval", set: "30s", want: "30s"},
 	{flag: "cluster-probe-timeout", value: "config.clusterProbeTimeout", set: "2s", want: "2s"},
+	{flag: "shards", value: "sharding.enabled", set: true, want: "auto"},
+	{flag: "shard-group", want: "fm-fleetmirror-hub", ownDefault: "the release's full name, unique per namespace"},
+	{flag: "shard-lease-duration", value: "sharding.leaseDuration", set: "30s", want: "30s"},
 }
 
 // notSettings are flags of both binaries that are no setting of the agent,
 // so no chart value: the chart never passes them.
 var notSettings = []string{
-	"version", // prints the version and exits
+	"version",  // prints the version and exits
+	"shard-id", // per Pod: the binary defaults to $POD_NAME, else the host name, which is the Pod's name
 }
 
 func flagsOf(chart string) []flagValue {

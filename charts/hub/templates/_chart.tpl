@@ -41,6 +41,9 @@ namespace in its own cluster by itself.
 {{- $args = append $args (printf "--unregistered-source-mirrors=%s" $c.unregisteredSourceMirrors) }}
 {{- $args = append $args (printf "--cluster-probe-interval=%s" $c.clusterProbeInterval) }}
 {{- $args = append $args (printf "--cluster-probe-timeout=%s" $c.clusterProbeTimeout) }}
+{{- $args = append $args (printf "--shards=%s" (ternary "auto" "off" .Values.sharding.enabled)) }}
+{{- $args = append $args (printf "--shard-group=%s" (include "fleetmirror.fullname" .)) }}
+{{- $args = append $args (printf "--shard-lease-duration=%s" .Values.sharding.leaseDuration) }}
 {{- toJson $args }}
 {{- end }}
 
