@@ -310,6 +310,27 @@ func TestShardedHub(t *testing.T) {
 	}).Should(Succeed())
 	mirrorsHold(t, 30*time.Second, "last")
 
+	// hub-a dies (stopped without giving its Lease back, as a killed
+	// process would): its clusters are served again by the other two.
+	killed := time.Now()
+	a.stop()
+	survivors := settled(t, 4*leaseDuration+10*time.Second, b.id, d.id)
+	t.Logf("hub-a killed; its clusters claimed again after %s: %v", time.Since(killed).Round(time.Millisecond), survivors)
+	for cl, was := range withD {
+		if was != a.id {
+			Expect(survivors[cl]).To(Equal(was), "cluster %s of a live replica moved", cl)
+		}
+	}
+	Eventually(func() error {
+		cur := &corev1.Secret{}
+		if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(src), cur); err != nil {
+			return err
+		}
+		cur.StringData = map[string]string{"v": "after-kill"}
+		return fleet.Hub.Client.Update(ctx, cur)
+	}).Should(Succeed())
+	mirrorsHold(t, 30*time.Second, "after-kill")
+
 	// The members' audit logs: per cluster, the writes of each replica form
 	// one run, which no write of another replica interrupts.
 	total := 0
