@@ -230,7 +230,7 @@ func TestMetricNamesParser(t *testing.T) {
 func TestMonitoringNamesExportedMetrics(t *testing.T) {
 	// Metric names the binaries register, from their source.
 	var goNames []string
-	for _, f := range []string{"pkg/metrics/metrics.go", "pkg/hub/metrics.go"} {
+	for _, f := range []string{"pkg/metrics/metrics.go", "pkg/hub/metrics.go", "pkg/shard/metrics.go"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
