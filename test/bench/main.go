@@ -41,6 +41,7 @@ const (
 	wlHubChurn    = "hub-churn"
 	wlHubFaults   = "hub-faults"
 	wlHubFleet    = "hub-fleet"
+	wlHubShards   = "hub-shards"
 )
 
 // allWorkloads are the workloads of -workload all. hub-fleet is not among
@@ -67,6 +68,8 @@ var defaults = map[string]scale{
 	wlHubFaults:   {Namespaces: 4, Sources: 100, Members: 5, Updates: 100},
 	// Two Secrets and two ConfigMaps: both kinds are watched everywhere.
 	wlHubFleet: {Namespaces: 2, Sources: 4, Members: 100, Updates: 20},
+	// Three replicas over twelve members; Updates are kills.
+	wlHubShards: {Namespaces: 2, Sources: 2, Members: 12, Updates: 1},
 }
 
 // options are the command line.
@@ -85,6 +88,7 @@ type options struct {
 	settle       time.Duration
 	outage       time.Duration
 	idle         time.Duration
+	shardLease   time.Duration
 	slimServers  bool
 }
 
@@ -112,13 +116,14 @@ func main() {
 func run() int {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	fs.StringVar(&o.workload, "workload", wlMemberSmall, "Workload: "+strings.Join(allWorkloads, " | ")+" | all (every one before) | "+wlHubFleet+" (100 clusters; only by name).")
+	fs.StringVar(&o.workload, "workload", wlMemberSmall, "Workload: "+strings.Join(allWorkloads, " | ")+" | all (every one before) | "+wlHubFleet+" (100 clusters; only by name) | "+wlHubShards+" (three sharded hub replicas; only by name).")
 	fs.IntVar(&o.override.Namespaces, "namespaces", 0, "Target namespaces per target cluster (default: the workload's).")
 	fs.IntVar(&o.override.Sources, "sources", 0, "Source objects, half Secrets and half ConfigMaps (default: the workload's).")
 	fs.IntVar(&o.override.Noise, "noise", 0, "Unrelated unlabelled Secrets and ConfigMaps (default: the workload's).")
 	fs.IntVar(&o.override.Members, "members", 0, "Member clusters of hub workloads; for hub-churn the stable ones beside the churning one; hub-fleet's smoke run is -members 10 (default: the workload's).")
 	fs.IntVar(&o.override.Updates, "updates", 0, "Timed source updates (default: the workload's).")
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
+	fs.DurationVar(&o.shardLease, "shard-lease", 15*time.Second, "hub-shards: the replicas' --shard-lease-duration (the hub's default).")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart).")
 	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")
 	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")
@@ -139,7 +144,7 @@ func run() int {
 	if o.workload == "all" {
 		workloads = allWorkloads
 	} else if _, ok := defaults[o.workload]; !ok {
-		fmt.Fprintf(os.Stderr, "bench: unknown workload %q (want %s, all or %s)\n", o.workload, strings.Join(allWorkloads, ", "), wlHubFleet)
+		fmt.Fprintf(os.Stderr, "bench: unknown workload %q (want %s, all, %s or %s)\n", o.workload, strings.Join(allWorkloads, ", "), wlHubFleet, wlHubShards)
 		return 2
 	}
 

@@ -37,6 +37,7 @@ type Result struct {
 	Churn           *churn       `json:"churn,omitempty"`
 	Faults          *faults      `json:"faults,omitempty"`
 	Fleet           *hubFleet    `json:"fleet,omitempty"`
+	Shards          *hubShards   `json:"shards,omitempty"`
 	Phases          []*phase     `json:"phases"`
 	// IdleRequests are the agent's requests in the idle window, by "VERB
 	// resource" (member-small, member-large, hub).
@@ -267,6 +268,9 @@ func (r *Result) finish(err error) {
 	if f := r.Fleet; f != nil {
 		f.check(r.Updates, check)
 	}
+	if sh := r.Shards; sh != nil && sh.TakeoverSecs > 0 {
+		sh.check(check)
+	}
 	if c := r.Churn; c != nil && c.After != nil && c.Before != nil {
 		check("hub goroutines after churn", fmt.Sprintf("<= %.0f (before)", c.Before.Goroutines), fmt.Sprintf("%.0f", c.After.Goroutines), c.After.Goroutines <= c.Before.Goroutines)
 		check("hub RSS after churn", fmt.Sprintf("<= %.1f MiB (before +10%%)", c.Before.RSSMiB*1.1), mib(c.After.RSSMiB), c.After.RSSMiB <= c.Before.RSSMiB*1.1)
@@ -379,6 +383,9 @@ func (r *Result) print(w io.Writer) {
 	}
 	if f := r.Fleet; f != nil {
 		f.print(row)
+	}
+	if sh := r.Shards; sh != nil {
+		sh.print(row)
 	}
 	_ = tw.Flush()
 

@@ -118,7 +118,7 @@ type bench struct {
 }
 
 func (b *bench) hub() bool {
-	return b.workload == wlHub || b.workload == wlHubChurn || b.workload == wlHubFaults || b.workload == wlHubFleet
+	return b.workload == wlHub || b.workload == wlHubChurn || b.workload == wlHubFaults || b.workload == wlHubFleet || b.workload == wlHubShards
 }
 
 // run runs the workload and returns its result, partial on error.
@@ -138,6 +138,8 @@ func (b *bench) run(ctx context.Context) (res *Result, err error) {
 		return b.res, b.runFaults(ctx)
 	case wlHubFleet:
 		return b.res, b.runHubFleet(ctx)
+	case wlHubShards:
+		return b.res, b.runHubShards(ctx)
 	}
 	return b.res, b.runMirroring(ctx)
 }
@@ -153,7 +155,7 @@ func (b *bench) startClusters(dir string, members int) (*fleettest.Fleet, []*clu
 	}
 	var f *fleettest.Fleet
 	var err error
-	if b.workload == wlHubFleet {
+	if b.workload == wlHubFleet || b.workload == wlHubShards {
 		f, err = fleettest.StartShared(dir, b.sharedOptions(), names...)
 	} else {
 		f, err = fleettest.Start(dir, names...)
@@ -462,6 +464,18 @@ func toStrings(data map[string][]byte) map[string]string {
 
 // newAgent prepares the agent of the workload (not started).
 func (b *bench) newAgent() error {
+	a, err := b.makeAgent("")
+	if err != nil {
+		return err
+	}
+	b.agent = a
+	b.res.Agent = agentInfo{Binary: a.name, Args: a.args, Log: a.logPath, Pprof: a.pprofAddr}
+	return nil
+}
+
+// makeAgent prepares an agent of the workload with the bench's flags, then
+// extra; suffix tells the log files of several agents apart.
+func (b *bench) makeAgent(suffix string, extra ...string) (*agent, error) {
 	bin, name, clusterName := b.bins.Member, "fleetmirror-member", memberClusterName
 	if b.hub() {
 		bin, name, clusterName = b.bins.Hub, "fleetmirror-hub", fleettest.HubName
@@ -480,18 +494,12 @@ func (b *bench) newAgent() error {
 		// the requests of an idle hub, probes included, as shipped.
 		base = append(base, "--cluster-probe-interval", "1s")
 	}
-	logPath := filepath.Join(b.opts.out, "logs", b.workload+"-"+name+".log")
+	logPath := filepath.Join(b.opts.out, "logs", b.workload+"-"+name+suffix+".log")
 	_ = os.Remove(logPath)
 	// hub-churn and hub-fleet make the hub collect its garbage through the profiling
 	// endpoint before reading its live heap (settledHubStats).
 	pprof := b.opts.pprof || b.workload == wlHubChurn || b.workload == wlHubFleet
-	a, err := newAgent(name, bin, logPath, pprof, base, strings.Fields(b.opts.agentArgs)...)
-	if err != nil {
-		return err
-	}
-	b.agent = a
-	b.res.Agent = agentInfo{Binary: name, Args: a.args, Log: logPath, Pprof: a.pprofAddr}
-	return nil
+	return newAgent(name, bin, logPath, pprof, base, append(strings.Fields(b.opts.agentArgs), extra...)...)
 }
 
 // want is the goal of every live source's mirrors in every target with
