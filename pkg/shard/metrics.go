@@ -22,10 +22,16 @@ var (
 	}, []string{"direction"})
 	leaseFresh = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fleetmirror_hub_shard_lease_fresh",
-		Help: "1 while this hub replica's shard Lease is renewed in time (it serves clusters only then), else 0.",
+		Help: "1 while this hub replica may serve clusters: always without sharding; with --shards=auto, while its shard Lease is renewed in time (it serves clusters only then), else 0.",
 	})
 )
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(servedClusters, liveReplicas, reassignments, leaseFresh)
+	leaseFresh.Set(1) // a hub without sharding is never fenced
+	// Both directions exist from the start, at 0, so that increase() sees
+	// the first reassignment and a hub without sharding exports them too.
+	for _, d := range []string{"acquired", "released"} {
+		reassignments.WithLabelValues(d)
+	}
 }
