@@ -166,7 +166,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet, b Binary) {
 	fs.IntVar(&o.MaxTargets, "max-targets", 100, "Most targets per source; the annotation fleetmirror.io/max-targets can only lower it.")
 	fs.StringVar(&o.raw.strip, "strip-keys", strings.Join(desired.DefaultStrip, ","), "Comma-separated label and annotation key globs never copied onto mirrors.")
 	fs.IntVar(&o.Workers, "workers", 4, "Sources reconciled concurrently.")
-	fs.IntVar(&o.WriteParallelism, "write-parallelism", 16, "Concurrent mirror writes for one source.")
+	fs.IntVar(&o.WriteParallelism, "write-parallelism", 16, "Concurrent mirror writes for one source, in each target cluster (the hub writes to its clusters side by side).")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", 10*time.Minute, "How often every source is reconciled again even without changes (0 disables).")
 	fs.BoolVar(&o.StatusAnnotation, "status-annotation", true, "Write the fleetmirror.io/status summary onto sources.")
 	fs.BoolVar(&o.VerifySourceFreshness, "verify-source-freshness", false, "Read each source from the API server before writing its mirrors, instead of trusting the cache.")

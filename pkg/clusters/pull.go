@@ -36,7 +36,7 @@ type PullHandler interface {
 // their source's, and there are only as many as people created by hand.
 func (c *Cluster) pullInformer(gvr schema.GroupVersionResource) *watch {
 	sel := labels.SelectorFromSet(labels.Set{annotations.LabelPull: "true"})
-	return c.watch(gvr, sel, cache.Indexers{IndexMirrorFrom: c.indexByMirrorFrom}, stripMetadata)
+	return c.watch(gvr, sel, cache.Indexers{IndexMirrorFrom: c.indexByMirrorFrom, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, stripMetadata)
 }
 
 // indexByMirrorFrom is the IndexMirrorFrom value of a pull mirror; none

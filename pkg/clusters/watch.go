@@ -36,9 +36,8 @@ type watch struct {
 // not run until run is called.
 func newWatch(lw cache.ListerWatcher, expected runtime.Object, description string, resync time.Duration, idx cache.Indexers, transform cache.TransformFunc) *watch {
 	if idx == nil {
-		idx = cache.Indexers{}
+		idx = cache.Indexers{} // each index costs memory per object: only those read
 	}
-	idx[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
 	s := &watchStore{
 		indexer:   cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, idx),
 		transform: transform,

@@ -317,7 +317,7 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 	results := make([]result, len(tgts))
 	opts := r.build
 	opts.SourceCluster = key.Cluster
-	workqueue.ParallelizeUntil(ctx, max(r.opts.Parallelism, 1), len(tgts), func(i int) {
+	parallelPerCluster(ctx, max(r.opts.Parallelism, 1), tgts, func(i int) {
 		t := tgts[i]
 		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, tr)
 		results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, ruleErrs: ruleErrs}
@@ -618,3 +618,21 @@ func withoutFinalizer(fins []string, f string) []string {
 
 // errs collects target errors into one.
 func errs(list []error) error { return kerrors.NewAggregate(list) }
+
+// parallelPerCluster calls fn for every target, with at most per calls in
+// flight for each cluster and the clusters side by side: each API server
+// gets the load --write-parallelism allows, and a hub's fan-out to a
+// hundred clusters is not queued behind one bound for all of them.
+func parallelPerCluster(ctx context.Context, per int, tgts []Target, fn func(i int)) {
+	byCluster := map[*clusters.Cluster][]int{}
+	for i, t := range tgts {
+		byCluster[t.Cluster] = append(byCluster[t.Cluster], i)
+	}
+	var wg sync.WaitGroup
+	for _, idx := range byCluster {
+		wg.Go(func() {
+			workqueue.ParallelizeUntil(ctx, per, len(idx), func(j int) { fn(idx[j]) })
+		})
+	}
+	wg.Wait()
+}
