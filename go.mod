@@ -3,6 +3,7 @@ module github.com/fleetmirror/fleetmirror
 go 1.26.0
 
 require (
+	github.com/DataDog/datadog-agent/pkg/template v0.85.2
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
 	github.com/onsi/gomega v1.42.1
