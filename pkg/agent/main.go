@@ -4,10 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"strings"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -42,7 +45,7 @@ func Main(binary, description string, o Flags, run func(context.Context) error) 
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
-	tuneGC()
+	tuneGC(log)
 	if err := run(ctrl.LoggerInto(ctrl.SetupSignalHandler(), log)); err != nil {
 		exit(1, err)
 	}
@@ -61,8 +64,28 @@ func exit(code int, err error) {
 // the swing halves, and a collection of a small heap costs little CPU.
 const gcPercent = 50
 
-func tuneGC() {
+// memoryLimitRatio is the share of the container's memory limit the Go
+// runtime takes as its soft limit (GOMEMLIMIT) unless GOMEMLIMIT is set.
+// GOGC alone keeps the heap small in the steady state, but a burst (a
+// re-list of every mirror after a watch expired, thousands of targets of
+// one source) could double the heap past the container's limit before the
+// next collection and get the agent OOM-killed; under the soft limit the
+// runtime collects harder instead. The rest of the limit is for what the
+// runtime does not count: the binary's pages and the kernel's buffers.
+const memoryLimitRatio = 0.9
+
+// tuneGC sets GOGC and GOMEMLIMIT unless they are set. The memory limit
+// is read from the container's cgroup (v1 or v2), which is where the
+// kubelet puts resources.limits.memory; without a limit none is set.
+// AUTOMEMLIMIT (a ratio in (0, 1], or "off") overrides memoryLimitRatio.
+func tuneGC(log logr.Logger) {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
+	// Errors are logged by Set; the agent runs without a limit then.
+	_, _ = memlimit.Set(
+		memlimit.WithRatio(memoryLimitRatio),
+		memlimit.WithProvider(memlimit.FromCgroup),
+		memlimit.WithLogger(slog.New(logr.ToSlogHandler(log.WithName("memlimit")))),
+	)
 }

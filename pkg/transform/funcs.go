@@ -9,9 +9,10 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"text/template"
 	"unicode"
 	"unicode/utf8"
+
+	template "github.com/DataDog/datadog-agent/pkg/template/text"
 )
 
 // errAbandoned stops a template whose execution outlived its Timeout: the

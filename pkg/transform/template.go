@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"text/template"
 	"text/template/parse"
+
+	// text/template with one change: it never calls methods of the data
+	// (ours, Target, has none). The standard package looks methods up by
+	// name (reflect.Value.MethodByName), and a reachable call of that makes
+	// the linker keep every exported method of every type in the binary:
+	// about 9 MB (a fifth) of each agent. Parsing stays the standard one.
+	template "github.com/DataDog/datadog-agent/pkg/template/text"
 )
 
 // parseTemplate parses the text of a template rule and rejects the actions

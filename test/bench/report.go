@@ -320,6 +320,7 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "scale: %d namespaces, %d sources, %d noise, %d members, %d updates, %d cycles; %d mirrors expected\n",
 		s.Namespaces, s.Sources, s.Noise, s.Members, s.Updates, s.Cycles, r.ExpectedMirrors)
 	fmt.Fprintf(w, "agent: %s %s\n", r.Agent.Binary, strings.Join(r.Agent.Args, " "))
+	fmt.Fprint(w, binarySizes())
 	if r.Error != "" {
 		fmt.Fprintf(w, "ERROR: %s\n", r.Error)
 	}
