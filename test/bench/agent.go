@@ -284,12 +284,14 @@ func (a *agent) waitIdle(ctx context.Context, minReconciles float64, timeout tim
 // collection: it forces one through the profiling endpoint (the text
 // profile, the smallest to build) and reads go_gc_heap_live_bytes, which
 // the collection sets. Should building the profile start a second
-// collection (its allocations would count as live), it tries again.
+// collection (its allocations would count as live), it tries again: a
+// small heap (GOGC=50) can be collected again while the profile is
+// written.
 func (a *agent) liveHeap(ctx context.Context) (float64, error) {
 	if a.pprofAddr == "" {
 		return 0, errors.New("the agent was started without a profiling endpoint")
 	}
-	for range 5 {
+	for range 20 {
 		before, err := a.scrape(ctx)
 		if err != nil {
 			return 0, err
