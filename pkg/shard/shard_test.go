@@ -199,6 +199,20 @@ func settled(t *testing.T, within time.Duration, ids ...string) map[string]strin
 	return got
 }
 
+// setSource writes v into the source, retrying on conflicts with the
+// hub's own writes to it.
+func setSource(src *corev1.Secret, v string) {
+	ctx := context.Background()
+	EventuallyWithOffset(1, func() error {
+		cur := &corev1.Secret{}
+		if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(src), cur); err != nil {
+			return err
+		}
+		cur.StringData = map[string]string{"v": v}
+		return fleet.Hub.Client.Update(ctx, cur)
+	}).Should(Succeed())
+}
+
 // mirrorsHold waits until every member has the mirror with data v.
 func mirrorsHold(t *testing.T, within time.Duration, v string) {
 	t.Helper()
@@ -274,14 +288,7 @@ func TestShardedHub(t *testing.T) {
 	close(stopWrites)
 	n := <-writes
 	final := fmt.Sprint(n + 1)
-	Eventually(func() error {
-		cur := &corev1.Secret{}
-		if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(src), cur); err != nil {
-			return err
-		}
-		cur.StringData = map[string]string{"v": final}
-		return fleet.Hub.Client.Update(ctx, cur)
-	}).Should(Succeed())
+	setSource(src, final)
 	mirrorsHold(t, 30*time.Second, final)
 	t.Logf("every mirror holds %s %s after the cut", final, time.Since(cut).Round(time.Millisecond))
 	c.stop()
@@ -300,14 +307,7 @@ func TestShardedHub(t *testing.T) {
 	fair := float64(members+1) / 3
 	Expect(float64(moved)).To(BeNumerically("<=", math.Ceil(1.5*fair)), "clusters moved to the new replica")
 	Expect(moved).To(BeNumerically(">", 0))
-	Eventually(func() error {
-		cur := &corev1.Secret{}
-		if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(src), cur); err != nil {
-			return err
-		}
-		cur.StringData = map[string]string{"v": "last"}
-		return fleet.Hub.Client.Update(ctx, cur)
-	}).Should(Succeed())
+	setSource(src, "last")
 	mirrorsHold(t, 30*time.Second, "last")
 
 	// hub-a dies (stopped without giving its Lease back, as a killed
@@ -321,14 +321,7 @@ func TestShardedHub(t *testing.T) {
 			Expect(survivors[cl]).To(Equal(was), "cluster %s of a live replica moved", cl)
 		}
 	}
-	Eventually(func() error {
-		cur := &corev1.Secret{}
-		if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(src), cur); err != nil {
-			return err
-		}
-		cur.StringData = map[string]string{"v": "after-kill"}
-		return fleet.Hub.Client.Update(ctx, cur)
-	}).Should(Succeed())
+	setSource(src, "after-kill")
 	mirrorsHold(t, 30*time.Second, "after-kill")
 
 	// The members' audit logs: per cluster, the writes of each replica form
