@@ -35,9 +35,9 @@ func hashOf(content map[string]any, labels, annots map[string]string) string {
 	b := append((*bp)[:0], `{"c":`...)
 	b = appendJSON(b, content)
 	b = append(b, `,"l":`...)
-	b = appendStrings(b, labels)
+	b = appendObject(b, labels, appendString)
 	b = append(b, `,"a":`...)
-	b = appendStrings(b, annots)
+	b = appendObject(b, annots, appendString)
 	b = append(b, '}')
 	sum := sha256.Sum256(b)
 	*bp = b
@@ -59,19 +59,7 @@ func appendJSON(b []byte, v any) []byte {
 	case int:
 		return strconv.AppendInt(b, int64(x), 10)
 	case map[string]any:
-		if x == nil {
-			return append(b, "null"...)
-		}
-		b = append(b, '{')
-		for i, k := range slices.Sorted(maps.Keys(x)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendJSON(b, x[k])
-		}
-		return append(b, '}')
+		return appendObject(b, x, appendJSON)
 	case []any:
 		if x == nil {
 			return append(b, "null"...)
@@ -85,14 +73,15 @@ func appendJSON(b []byte, v any) []byte {
 		}
 		return append(b, ']')
 	case map[string]string:
-		return appendStrings(b, x)
+		return appendObject(b, x, appendString)
 	default:
 		return appendMarshal(b, v)
 	}
 }
 
-// appendStrings appends encoding/json's encoding of m to b.
-func appendStrings(b []byte, m map[string]string) []byte {
+// appendObject appends encoding/json's encoding of m to b: null when nil,
+// else its keys sorted, each value written by value.
+func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
 	if m == nil {
 		return append(b, "null"...)
 	}
@@ -103,7 +92,7 @@ func appendStrings(b []byte, m map[string]string) []byte {
 		}
 		b = appendString(b, k)
 		b = append(b, ':')
-		b = appendString(b, m[k])
+		b = value(b, m[k])
 	}
 	return append(b, '}')
 }

@@ -90,8 +90,8 @@ func FuzzHashEncoding(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendStrings(nil, labels); string(got) != string(want) {
-			t.Errorf("appendStrings(%q) = %s\nencoding/json = %s", labels, got, want)
+		if got := appendObject(nil, labels, appendString); string(got) != string(want) {
+			t.Errorf("appendObject(%q) = %s\nencoding/json = %s", labels, got, want)
 		}
 	})
 }
