@@ -272,22 +272,25 @@ func (k *Kinds) notListable(ctx context.Context, c *Cluster, gvk schema.GroupVer
 }
 
 // candidates are the kinds that may be watched in c: the explicit ones, or
-// those discovered (again every DiscoveryInterval).
+// those discovered. Every DiscoveryInterval the discovered kinds are
+// discovered again (and their REST mappings forgotten), and either way the
+// kinds found unlistable are asked about again.
 func (k *Kinds) candidates(ctx context.Context, c *Cluster) ([]schema.GroupVersionKind, error) {
-	if len(k.opts.Explicit) > 0 {
-		return k.opts.Explicit, nil
-	}
 	k.mu.Lock()
 	kinds, fresh := k.discovered[c.Name()], time.Since(k.discoveredAt[c.Name()]) < k.opts.DiscoveryInterval
 	k.mu.Unlock()
 	if fresh {
 		return kinds, nil
 	}
-	kinds, err := Discover(c.disco, k.opts.Deny)
-	if err != nil {
-		return nil, err
+	var err error
+	if kinds = k.opts.Explicit; len(kinds) == 0 {
+		if kinds, err = Discover(c.disco, k.opts.Deny); err != nil {
+			return nil, err
+		}
+		c.mapper.Reset() // CRDs may have come or gone
 	}
-	c.mapper.Reset() // CRDs may have come or gone
+	// Kinds the agent may not list are asked about again: RBAC may have
+	// changed.
 	c.ResetPresence()
 	k.mu.Lock()
 	k.discovered[c.Name()], k.discoveredAt[c.Name()] = kinds, time.Now()

@@ -146,6 +146,24 @@ func TestKindsForbiddenKindIsSkipped(t *testing.T) {
 		g.Expect(c.Watched()).To(ConsistOf(configMaps), "a forbidden kind held back an allowed one")
 		c.Unwatch(configMaps)
 	}
+
+	// Once RBAC grants Secrets, a source Secret is found: kinds the agent
+	// could not list are asked about again (every discovery interval, each
+	// pass here).
+	secrets := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	g.Expect(fleet.Hub.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "secrets-too"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	}})).To(Succeed())
+	g.Expect(fleet.Hub.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "secrets-too"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "secrets-too"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "limited"}}})).To(Succeed())
+	g.Expect(fleet.Hub.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "src",
+		Labels: map[string]string{annotations.LabelEnabled: "true"}}})).To(Succeed())
+	kinds := clusters.NewKinds(clusters.KindOptions{Explicit: []schema.GroupVersionKind{secrets}, Lazy: true, ManagedBy: annotations.ManagedByMember})
+	g.Eventually(func() []schema.GroupVersionKind {
+		kinds.Step(ctx, []*clusters.Cluster{c})
+		return c.Watched()
+	}, "10s", "100ms").Should(ContainElement(secrets))
 }
 
 // A kind nobody mirrors costs no request while idle: its presence LISTs
