@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -15,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	apiwatch "k8s.io/apimachinery/pkg/watch"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -179,27 +180,20 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		return nil, err
 	}
 	c := &Cluster{
-		meta:      metaREST,
-		opts:      opts,
-		config:    cfg,
-		dyn:       dyn,
-		md:        md,
-		mapper:    newKindMapper(disco),
-		disco:     disco,
-		kinds:     map[schema.GroupVersionKind]*kindWatch{},
-		presences: map[schema.GroupVersionKind]*presence{},
-		health:    newHealth(),
-		inFlight:  metrics.CallsInFlight.WithLabelValues(opts.Name),
+		meta:       metaREST,
+		httpClient: httpClient,
+		opts:       opts,
+		config:     cfg,
+		dyn:        dyn,
+		md:         md,
+		mapper:     newKindMapper(disco),
+		disco:      disco,
+		kinds:      map[schema.GroupVersionKind]*kindWatch{},
+		presences:  map[schema.GroupVersionKind]*presence{},
+		health:     newHealth(),
+		inFlight:   metrics.CallsInFlight.WithLabelValues(opts.Name),
 	}
-	nsClient := md.Resource(namespacesGVR)
-	c.namespaces = newWatch(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return nsClient.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
-			return nsClient.Watch(ctx, o)
-		},
-	}, md), &metav1.PartialObjectMetadata{}, "namespaces", opts.Resync, nil, stripMetadata)
+	c.namespaces = newWatch(c.watchSource(namespacesGVR, labels.Everything(), true), "namespaces", opts.Resync, nil, stripMetadata)
 	c.namespaces.setHandler(func(obj any, _ bool) {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			opts.Handler.Namespace(opts.Name, m)
@@ -373,18 +367,66 @@ func (w *kindWatch) run(ctx context.Context) {
 // watch builds the label-selected watch of gvr's objects in every
 // namespace.
 func (c *Cluster) watch(gvr schema.GroupVersionResource, sel labels.Selector, idx cache.Indexers, transform cache.TransformFunc) *watch {
-	client, selector := c.dyn.Resource(gvr), sel.String()
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return client.List(ctx, o)
+	return newWatch(c.watchSource(gvr, sel, false), gvr.String()+" "+sel.String(), c.opts.Resync, idx, transform)
+}
+
+// acceptMetadataJSON asks for objects as PartialObjectMetadata in JSON,
+// the encoding a watch decodes.
+const acceptMetadataJSON = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+// watchSource is where a watch of gvr's objects matching sel, in every
+// namespace, reads: whole objects, or only their metadata (asMetadata).
+// The stream is requested as JSON and decoded by the watch itself, which
+// is what spares it client-go's decoding goroutine; its errors are the
+// REST client's.
+func (c *Cluster) watchSource(gvr schema.GroupVersionResource, sel labels.Selector, asMetadata bool) watchSource {
+	path := resourcePath(gvr, "", "")
+	accept, decode := "application/json", decodeUnstructured
+	if asMetadata {
+		accept, decode = acceptMetadataJSON, decodeMetadata
+	}
+	list := func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
+		var l runtime.Object
+		var err error
+		if asMetadata {
+			l, err = c.md.Resource(gvr).List(ctx, o)
+		} else {
+			l, err = c.dyn.Resource(gvr).List(ctx, o)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		lm, err := meta.ListAccessor(l)
+		if err != nil {
+			return nil, "", err
+		}
+		items, err := meta.ExtractList(l)
+		return items, lm.GetResourceVersion(), err
+	}
+	return watchSource{
+		open: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+			return c.meta.Get().AbsPath(path...).
+				SetHeader("Accept", accept).
+				SpecificallyVersionedParams(&o, parameterCodec, versionV1).
+				Stream(ctx)
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
-			o.LabelSelector = selector
-			return client.Watch(ctx, o)
-		},
-	}, c.dyn)
-	return newWatch(lw, &unstructured.Unstructured{}, gvr.String()+" "+selector, c.opts.Resync, idx, transform)
+		list:     list,
+		decode:   decode,
+		selector: sel.String(),
+	}
+}
+
+func decodeUnstructured(data []byte) (runtime.Object, error) {
+	obj, _, err := unstructured.UnstructuredJSONScheme.Decode(data, nil, nil)
+	return obj, err
+}
+
+func decodeMetadata(data []byte) (runtime.Object, error) {
+	m := &metav1.PartialObjectMetadata{}
+	if err := utiljson.Unmarshal(data, m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // HasSynced reports whether every watch has its initial list.

@@ -58,7 +58,7 @@ func (e *events) Pull(_ string, _ schema.GroupVersionKind, o *unstructured.Unstr
 // that are not namespaced or not served cannot be watched.
 func TestClusterWatches(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := apiServer(t)
+	fleet, ctx := clusters.APIServer(t)
 	k8s := fleet.Hub.Client
 	ev := &events{got: map[string][]string{}}
 	c, err := clusters.New(fleet.Hub.Config, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByMember, Handler: ev})

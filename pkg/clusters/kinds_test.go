@@ -1,7 +1,6 @@
 package clusters_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -35,32 +34,11 @@ func refusedAddress(t *testing.T) string {
 	return addr
 }
 
-// apiServer starts an API server for one test, stopped when it ends; the
-// context ends first.
-func apiServer(t *testing.T) (*fleettest.Fleet, context.Context) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
-	fleet, err := fleettest.Start("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := fleet.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return fleet, ctx
-}
-
 // A cluster that cannot answer the lazy probes decides nothing: it makes
 // no kind watched in a healthy cluster, and it stops no watch there either.
 func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := apiServer(t)
+	fleet, ctx := clusters.APIServer(t)
 
 	opts := clusters.Options{ManagedBy: annotations.ManagedByMember, Handler: ignoreEvents{}}
 	opts.Name = "healthy"
@@ -113,7 +91,7 @@ func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
 // at the first refusal would leave ConfigMaps unwatched almost every time.
 func TestKindsForbiddenKindIsSkipped(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := apiServer(t)
+	fleet, ctx := clusters.APIServer(t)
 
 	// An identity that may use namespaces and ConfigMaps only.
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "configmaps-only"}, Rules: []rbacv1.PolicyRule{
@@ -172,7 +150,7 @@ func TestKindsForbiddenKindIsSkipped(t *testing.T) {
 // here) in between. Then it is a pull mirror's turn, in a kind of its own.
 func TestKindsNoticeNewSourcesWithoutPolling(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := apiServer(t)
+	fleet, ctx := clusters.APIServer(t)
 	var requests fleettest.Requests
 	cfg := rest.CopyConfig(fleet.Hub.Config)
 	cfg.Wrap(requests.Wrap)

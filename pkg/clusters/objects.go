@@ -89,16 +89,20 @@ func (o *Objects) write(ctx context.Context, req *rest.Request, obj *unstructure
 }
 
 // segments is the path of the collection, or of the object name.
-func (o *Objects) segments(name string) []string {
+func (o *Objects) segments(name string) []string { return resourcePath(o.gvr, o.ns, name) }
+
+// resourcePath is the path of gvr's collection in namespace ns (every
+// namespace when ""), or of the object name in it.
+func resourcePath(gvr schema.GroupVersionResource, ns, name string) []string {
 	p := []string{"api"}
-	if o.gvr.Group != "" {
-		p = []string{"apis", o.gvr.Group}
+	if gvr.Group != "" {
+		p = []string{"apis", gvr.Group}
 	}
-	p = append(p, o.gvr.Version)
-	if o.ns != "" {
-		p = append(p, "namespaces", o.ns)
+	p = append(p, gvr.Version)
+	if ns != "" {
+		p = append(p, "namespaces", ns)
 	}
-	p = append(p, o.gvr.Resource)
+	p = append(p, gvr.Resource)
 	if name != "" {
 		p = append(p, name)
 	}

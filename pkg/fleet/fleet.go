@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -125,9 +125,11 @@ type connection struct {
 	started atomic.Bool
 	created time.Time
 	cancel  context.CancelFunc
-	done    chan struct{} // closed when every goroutine of the connection ended
-	// probeNow asks the probe loop for a probe before the interval ends.
-	probeNow chan struct{}
+	done    chan struct{} // closed when the connection is closed
+	// probeTimer runs the next probe (see start); probing is held while
+	// one runs.
+	probeTimer atomic.Pointer[time.Timer]
+	probing    sync.Mutex
 	// engaged is the provider's context for the cluster; left is closed
 	// once the cluster was disengaged and torn down.
 	engaged context.Context
@@ -335,7 +337,7 @@ func (f *Fleet) Known() bool { return f.listed.Load() }
 
 func (f *Fleet) connect(engaged context.Context, s Spec) (*connection, error) {
 	c := &connection{spec: s, engaged: engaged, left: make(chan struct{}), events: s.Recorder, done: make(chan struct{}),
-		created: time.Now(), probeNow: make(chan struct{}, 1)}
+		created: time.Now()}
 	cfg := s.Config
 	if f.opts.Limit != nil {
 		cfg = f.opts.Limit(cfg)
@@ -360,10 +362,11 @@ func (f *Fleet) connect(engaged context.Context, s Spec) (*connection, error) {
 // serves at once even to a busy API server (probes are exempt).
 const slowCallAfter = time.Second
 
+// pokeProbe has the cluster probed now (once it is started), rather than
+// at the end of the probe interval.
 func (c *connection) pokeProbe() {
-	select {
-	case c.probeNow <- struct{}{}:
-	default:
+	if t := c.probeTimer.Load(); t != nil {
+		t.Reset(0)
 	}
 }
 
@@ -380,33 +383,57 @@ func (f *Fleet) start(ctx context.Context, c *connection) {
 		}}
 		c.events = events
 	}
-	go func() {
-		defer close(c.done)
-		defer func() {
-			if events != nil {
-				events.Shutdown()
-			}
-			c.cluster.Close()
-		}()
-		// Wait until the API server answers; Kinds adds the kind watches
-		// once the cluster is listed as started.
-		_ = wait.PollUntilContextCancel(ctx, f.opts.ProbeInterval, true, func(ctx context.Context) (bool, error) {
-			if err := f.ping(ctx, c); err != nil {
-				log.Info("Cluster not ready", "error", err.Error())
-				f.probeFailed(c)
-				f.setUp(c, false)
-				return false, nil
-			}
-			return true, nil
-		})
-		if ctx.Err() != nil {
-			return
+	// The connection runs on a timer, not on a goroutine of its own: a
+	// hub with hundreds of clusters would otherwise keep one parked per
+	// cluster. Each run is one step (see step); the next is scheduled as
+	// it ends, and pokeProbe brings it forward.
+	t := time.AfterFunc(math.MaxInt64, func() { f.step(ctx, c) })
+	c.probeTimer.Store(t) // before the first run, which reschedules t
+	t.Reset(0)
+	context.AfterFunc(ctx, func() {
+		t.Stop()
+		c.probing.Lock() // a step running ends first; none runs again
+		if events != nil {
+			events.Shutdown()
 		}
-		c.cluster.Start(ctx)
-		c.started.Store(true)
-		f.kinds.Trigger()
-		f.probe(ctx, c)
-	}()
+		c.cluster.Close()
+		close(c.done)
+	})
+}
+
+// step is one run of a connection's timer. Until the API server first
+// answers, it pings; then it starts the watches (Kinds adds the kind
+// watches once the cluster is listed as started) and from then on probes.
+// It schedules the next run as it ends. A run that finds another one
+// running returns: that one schedules the next.
+func (f *Fleet) step(ctx context.Context, c *connection) {
+	if !c.probing.TryLock() {
+		return
+	}
+	if ctx.Err() != nil {
+		return // closing: the lock stays held
+	}
+	next := f.opts.ProbeInterval
+	if !c.started.Load() {
+		if err := f.ping(ctx, c); err != nil {
+			ctrl.LoggerFrom(ctx).Info("Cluster not ready", "cluster", c.spec.Name, "error", err.Error())
+			f.probeFailed(c)
+			f.setUp(c, false)
+		} else {
+			c.cluster.Start(ctx)
+			c.started.Store(true)
+			f.kinds.Trigger()
+			next = f.probe(ctx, c)
+		}
+	} else {
+		next = f.probe(ctx, c)
+	}
+	c.probing.Unlock()
+	// After the unlock: a run that found the lock held has then always
+	// left the scheduling to this one.
+	if ctx.Err() == nil {
+		c.probeTimer.Load().Reset(next)
+	}
 }
 
 // probe keeps c.up and the cluster's health current: the cluster answers
@@ -414,54 +441,48 @@ func (f *Fleet) start(ctx context.Context, c *connection) {
 // cluster that does not answer is marked down at once, which makes every
 // call to it fail fast and aborts those in flight, and is probed again
 // every clusters.DownProbeInterval (at most ProbeInterval) until it
-// answers, so that its pending changes land seconds after it is back.
-func (f *Fleet) probe(ctx context.Context, c *connection) {
+// answers, so that its pending changes land seconds after it is back. It
+// returns when to probe next.
+func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.spec.Name)
-	for {
-		synced := c.cluster.NamespacesSynced()
-		var err error
-		if synced {
-			err = f.ping(ctx, c)
+	synced := c.cluster.NamespacesSynced()
+	var err error
+	if synced {
+		err = f.ping(ctx, c)
+	}
+	ok := synced && err == nil
+	if !ok {
+		f.probeFailed(c)
+	}
+	if err != nil && ctx.Err() == nil {
+		c.cluster.MarkDown("health probe failed: " + err.Error())
+	} else if err == nil {
+		c.cluster.MarkUp()
+	}
+	was := c.up.Swap(ok)
+	returned := ok && !was && c.everUp.Swap(true)
+	f.setUp(c, ok)
+	switch {
+	case returned && f.opts.RestartWatchesOnReturn:
+		log.Info("Cluster is up again; restarting the watches")
+		if err := c.cluster.RestartWatches(ctx); err != nil && ctx.Err() == nil {
+			log.Error(err, "Restarting the watches")
 		}
-		ok := synced && err == nil
-		if !ok {
-			f.probeFailed(c)
-		}
-		if err != nil && ctx.Err() == nil {
-			c.cluster.MarkDown("health probe failed: " + err.Error())
-		} else if err == nil {
-			c.cluster.MarkUp()
-		}
-		was := c.up.Swap(ok)
-		returned := ok && !was && c.everUp.Swap(true)
-		f.setUp(c, ok)
-		switch {
-		case returned && f.opts.RestartWatchesOnReturn:
-			log.Info("Cluster is up again; restarting the watches")
-			if err := c.cluster.RestartWatches(ctx); err != nil && ctx.Err() == nil {
-				log.Error(err, "Restarting the watches")
-			}
-			f.sub.Up(c.cluster)
-		case ok && !was:
-			log.Info("Cluster is up")
-			f.sub.Up(c.cluster)
-		case !ok && was:
-			log.Info("Cluster is unreachable", "error", fmt.Sprint(err))
-			f.sub.Down(c.cluster)
-		}
-		interval := f.opts.ProbeInterval
-		switch {
-		case !synced:
-			interval = min(interval, time.Second) // waiting for the first sync
-		case err != nil:
-			interval = min(interval, clusters.DownProbeInterval)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(interval):
-		case <-c.probeNow:
-		}
+		f.sub.Up(c.cluster)
+	case ok && !was:
+		log.Info("Cluster is up")
+		f.sub.Up(c.cluster)
+	case !ok && was:
+		log.Info("Cluster is unreachable", "error", fmt.Sprint(err))
+		f.sub.Down(c.cluster)
+	}
+	switch interval := f.opts.ProbeInterval; {
+	case !synced:
+		return min(interval, time.Second) // waiting for the first sync
+	case err != nil:
+		return min(interval, clusters.DownProbeInterval)
+	default:
+		return interval
 	}
 }
 
