@@ -35,7 +35,7 @@ const IndexSource = "fleetmirror.io/source"
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 // Handler receives the events of a Cluster's watches. Calls come from
-// informer goroutines and must not block.
+// watch goroutines and must not block.
 type Handler interface {
 	// Source is called when a source object is added, changed or deleted.
 	Source(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool)
@@ -51,7 +51,7 @@ type Options struct {
 	Name string
 	// ManagedBy selects the mirrors this agent owns (LabelManagedBy).
 	ManagedBy string
-	// Resync is the informers' resync period; zero disables it.
+	// Resync is the watches' resync period; zero disables it.
 	Resync time.Duration
 	// Handler receives every watch event.
 	Handler Handler
@@ -244,7 +244,7 @@ func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
 	return nil
 }
 
-// newKindWatch builds the informers of gvk's sources, mirrors and pull
+// newKindWatch builds the watches of gvk's sources, mirrors and pull
 // mirrors, without handlers and not started.
 func (c *Cluster) newKindWatch(gvk schema.GroupVersionKind) (*kindWatch, error) {
 	mapping, err := c.mapping(gvk)
@@ -288,10 +288,10 @@ func (c *Cluster) handle(gvk schema.GroupVersionKind, w *kindWatch) {
 	c.handlePulls(gvk, w)
 }
 
-// RestartWatches lists and watches every watched kind afresh. client-go's
-// reflectors wait up to 30s between attempts while an API server is down,
-// so after an outage the old watches may notice changes only that late;
-// new informers list at once. Each kind's new caches are filled before
+// RestartWatches lists and watches every watched kind afresh. Watches
+// back off up to 30s between attempts while an API server is down, so
+// after an outage the old watches may notice changes only that late; new
+// watches list at once. Each kind's new caches are filled before
 // they replace the old ones, which answer meanwhile, and their handlers
 // are added then: the Handler gets an add event for every object, as on a
 // resync, and every change from then on.
@@ -355,7 +355,7 @@ func (c *Cluster) Watched() []schema.GroupVersionKind {
 	return out
 }
 
-// run starts every informer of the kind under a context of its own, a
+// run starts every watch of the kind under a context of its own, a
 // child of ctx, that w.cancel ends.
 func (w *kindWatch) run(ctx context.Context) {
 	ctx, w.cancel = context.WithCancel(ctx)

@@ -39,15 +39,15 @@ type Options struct {
 	// Finalizer is the writer's finalizer on sources; it is taken off the
 	// sources of a cluster that leaves the fleet.
 	Finalizer string
-	// Resync is the informers' resync period; zero disables it.
+	// Resync is the watches' resync period; zero disables it.
 	Resync time.Duration
 	// ProbeInterval is how often each cluster is probed while it answers;
 	// ProbeTimeout is the deadline of one probe.
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
 	// RestartWatchesOnReturn lists and watches every kind afresh when a
-	// cluster answers again after it did not: client-go's reflectors wait
-	// up to 30s between attempts while a server is down, and changes made
+	// cluster answers again after it did not: watches back off up to 30s
+	// between attempts while a server is down, and changes made
 	// right after its return would wait for them.
 	RestartWatchesOnReturn bool
 	// Limit returns the REST config the fleet uses for a cluster's config
