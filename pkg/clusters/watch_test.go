@@ -415,3 +415,46 @@ type nopHandler struct{}
 func (nopHandler) Source(string, schema.GroupVersionKind, *unstructured.Unstructured, bool) {}
 func (nopHandler) Mirror(string, schema.GroupVersionKind, *Mirror, bool)                    {}
 func (nopHandler) Namespace(string, *metav1.PartialObjectMetadata)                          {}
+
+// With Options.WatchConnection the watch streams go over a connection of
+// their own and the writes over the other; without it, over one.
+func TestWatchConnection(t *testing.T) {
+	fleet, ctx := APIServer(t)
+	secrets := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	inFlight := func(t *closingTransport) int {
+		if t == nil {
+			return -1
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.inFlight
+	}
+	// Four streams: namespaces, and the sources, mirrors and pull mirrors
+	// of Secrets.
+	for _, separate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("separate=%v", separate), func(t *testing.T) {
+			g := NewWithT(t)
+			c, err := New(fleet.Hub.Config, Options{Name: "one", ManagedBy: "test", Handler: nopHandler{}, WatchConnection: separate})
+			g.Expect(err).NotTo(HaveOccurred())
+			cctx, cancel := context.WithCancel(ctx)
+			c.Start(cctx)
+			g.Expect(c.Watch(secrets)).To(Succeed())
+			g.Eventually(c.HasSynced, "10s", "20ms").Should(BeTrue())
+			if separate {
+				g.Eventually(func() int { return inFlight(c.watchTransport) }, "5s", "20ms").Should(Equal(4))
+				g.Consistently(func() int { return inFlight(c.transport) }, "200ms", "20ms").Should(Equal(0))
+			} else {
+				g.Expect(c.watchTransport).To(BeNil())
+				g.Eventually(func() int { return inFlight(c.transport) }, "5s", "20ms").Should(Equal(4))
+			}
+			cancel()
+			c.Close()
+			for _, tr := range []*closingTransport{c.transport, c.watchTransport} {
+				if tr != nil {
+					g.Eventually(func() int { return inFlight(tr) }, "5s", "20ms").Should(Equal(0))
+					g.Expect(tr.closed).To(BeTrue())
+				}
+			}
+		})
+	}
+}

@@ -346,7 +346,13 @@ func (f *Fleet) connect(engaged context.Context, s Spec) (*connection, error) {
 		// A call still running after slowCallAfter has the cluster probed
 		// now: if it hangs, it is marked down within a probe deadline
 		// more, and the calls waiting on it are aborted.
-		SlowCall: c.pokeProbe, SlowCallAfter: min(f.opts.ProbeTimeout, slowCallAfter)})
+		SlowCall: c.pokeProbe, SlowCallAfter: min(f.opts.ProbeTimeout, slowCallAfter),
+		// The agent's own cluster takes most of its writes (a member's
+		// every mirror), so its watches get a connection apart from them.
+		// A registered cluster of a hub takes its share of the fleet's
+		// writes, and keeps to one connection: on a hub, what a cluster
+		// costs counts more.
+		WatchConnection: s.Local})
 	if err != nil {
 		return nil, err
 	}
