@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -417,9 +416,9 @@ const acceptMetadataJSON = "application/json;as=PartialObjectMetadata;g=meta.k8s
 // REST client's.
 func (c *Cluster) watchSource(gvr schema.GroupVersionResource, sel labels.Selector, asMetadata bool) watchSource {
 	path := resourcePath(gvr, "", "")
-	accept, decode := "application/json", decodeUnstructured
+	accept, next := "application/json", nextUnstructured
 	if asMetadata {
-		accept, decode = acceptMetadataJSON, decodeMetadata
+		accept, next = acceptMetadataJSON, nextMetadata
 	}
 	list := func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
 		var l runtime.Object
@@ -451,22 +450,9 @@ func (c *Cluster) watchSource(gvr schema.GroupVersionResource, sel labels.Select
 				Stream(ctx)
 		},
 		list:     list,
-		decode:   decode,
+		next:     next,
 		selector: sel.String(),
 	}
-}
-
-func decodeUnstructured(data []byte) (runtime.Object, error) {
-	obj, _, err := unstructured.UnstructuredJSONScheme.Decode(data, nil, nil)
-	return obj, err
-}
-
-func decodeMetadata(data []byte) (runtime.Object, error) {
-	m := &metav1.PartialObjectMetadata{}
-	if err := utiljson.Unmarshal(data, m); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 // HasSynced reports whether every watch has its initial list.

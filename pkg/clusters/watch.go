@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -13,12 +14,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // watch is one list-and-watch of a label-selected collection, kept in an
@@ -57,8 +60,8 @@ type watchSource struct {
 	// list LISTs the collection with opts: the items and the list's
 	// resourceVersion.
 	list func(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, string, error)
-	// decode decodes one object of the stream.
-	decode func(data []byte) (runtime.Object, error)
+	// next decodes the next event of a stream (see nextUnstructured).
+	next func(dec sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
 	// selector is the label selector of every request.
 	selector string
 }
@@ -221,10 +224,55 @@ func (w *watch) list(ctx context.Context) (string, error) {
 	return rv, w.store.Replace(list, rv)
 }
 
-// watchEvent is one event of a watch stream, the object still encoded.
-type watchEvent struct {
-	Type   apiwatch.EventType `json:"type"`
-	Object json.RawMessage    `json:"object"`
+// nextUnstructured decodes the next event of a stream of whole objects. An
+// ERROR event's Status is returned as the error, an *apierrors.StatusError.
+//
+// The event is decoded in one pass, straight into the object's map, where
+// client-go's decoder scans each event three times (to frame it, to check
+// it, to decode it): a mirror watch decodes every mirror the agent writes.
+func nextUnstructured(dec sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error) {
+	var ev struct {
+		Type   apiwatch.EventType `json:"type"`
+		Object map[string]any     `json:"object"`
+	}
+	if err := dec.Decode(&ev); err != nil {
+		return "", nil, err
+	}
+	if ev.Type == apiwatch.Error {
+		var status metav1.Status
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ev.Object, &status); err != nil {
+			return "", nil, err
+		}
+		return ev.Type, nil, &apierrors.StatusError{ErrStatus: status}
+	}
+	if ev.Object == nil {
+		return "", nil, fmt.Errorf("a %s watch event without an object", ev.Type)
+	}
+	return ev.Type, &unstructured.Unstructured{Object: ev.Object}, nil
+}
+
+// nextMetadata decodes the next event of a stream of PartialObjectMetadata,
+// as nextUnstructured does.
+func nextMetadata(dec sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error) {
+	var ev struct {
+		Type   apiwatch.EventType `json:"type"`
+		Object json.RawMessage    `json:"object"`
+	}
+	if err := dec.Decode(&ev); err != nil {
+		return "", nil, err
+	}
+	if ev.Type == apiwatch.Error {
+		var status metav1.Status
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, &status); err != nil {
+			return "", nil, err
+		}
+		return ev.Type, nil, &apierrors.StatusError{ErrStatus: status}
+	}
+	m := &metav1.PartialObjectMetadata{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, m); err != nil {
+		return "", nil, err
+	}
+	return ev.Type, m, nil
 }
 
 // consume hands the events of body to the store until the stream ends or
@@ -233,38 +281,24 @@ type watchEvent struct {
 // resourceVersion to resume from ("" to list again) and how many events
 // came.
 func (w *watch) consume(ctx context.Context, body io.Reader, rv string, initial map[string]struct{}) (string, int, error) {
-	dec := json.NewDecoder(body)
+	dec := sigsjson.NewDecoderCaseSensitivePreserveInts(body)
 	events := 0
 	for {
-		var ev watchEvent
-		if err := dec.Decode(&ev); err != nil {
+		typ, obj, err := w.src.next(dec)
+		if err != nil {
+			// The stream ended or broke, or the API server sent an error
+			// (which loop reads). A streamed list cut short is listed again.
 			if initial != nil {
-				return "", events, err // the list is incomplete: again
+				return "", events, err
 			}
 			return rv, events, err
 		}
-		if ev.Type == apiwatch.Error {
-			var status metav1.Status
-			if err := json.Unmarshal(ev.Object, &status); err != nil {
-				return "", events, err
-			}
-			if initial != nil {
-				rv = ""
-			}
-			return rv, events, &apierrors.StatusError{ErrStatus: status}
-		}
 		events++
-		obj, err := w.src.decode(ev.Object)
-		if err != nil {
-			// A stream we cannot read is opened again; one object that
-			// does not decode would otherwise be skipped for good.
-			return "", events, err
-		}
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			return "", events, err
 		}
-		switch ev.Type {
+		switch typ {
 		case apiwatch.Added, apiwatch.Modified:
 			err = w.store.apply(obj, initial)
 		case apiwatch.Deleted:

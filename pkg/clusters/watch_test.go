@@ -216,7 +216,7 @@ func (s *script) source() watchSource {
 			st, _ := s.next("list")
 			return st.list, st.rv, st.err
 		},
-		decode: decodeMetadata,
+		next: nextMetadata,
 	}
 }
 
