@@ -414,10 +414,11 @@ func (f *Fleet) start(ctx context.Context, c *connection) {
 // running returns: that one schedules the next.
 func (f *Fleet) step(ctx context.Context, c *connection) {
 	if !c.probing.TryLock() {
-		return
+		return // running, or closed: the closing holds the lock for good
 	}
 	if ctx.Err() != nil {
-		return // closing: the lock stays held
+		c.probing.Unlock() // the closing waits for it; no next run
+		return
 	}
 	next := f.opts.ProbeInterval
 	if !c.started.Load() {
