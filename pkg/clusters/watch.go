@@ -146,7 +146,8 @@ func (w *watch) loop(ctx context.Context) {
 		default:
 			var err error
 			if rv, err = w.list(ctx); err != nil {
-				log.V(1).Info("Listing failed", "error", err.Error())
+				// Logged as a Reflector does: a refusal (RBAC) must show.
+				log.Info("Listing failed", "error", err.Error())
 				if !pause() {
 					return
 				}
@@ -169,7 +170,7 @@ func (w *watch) loop(ctx context.Context) {
 			case resumeFailed(err):
 				rv = ""
 			default:
-				log.V(1).Info("Watching failed", "error", err.Error())
+				log.Info("Watching failed", "error", err.Error())
 			}
 			if !pause() {
 				return
