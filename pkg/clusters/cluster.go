@@ -83,8 +83,8 @@ type Cluster struct {
 	disco      discovery.DiscoveryInterface
 	raw        rest.Interface
 	meta       rest.Interface // metadata responses, for Objects
-	// watchREST and watchTransport carry the watches when they have a
-	// connection of their own (Options.WatchConnection); nil otherwise.
+	// watchREST opens the watches: meta, or with Options.WatchConnection a
+	// client of a connection of its own, closed by watchTransport.
 	watchREST      rest.Interface
 	watchTransport *closingTransport
 
@@ -215,18 +215,18 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		return nil, err
 	}
 	c := &Cluster{
-		meta:       metaREST,
-		httpClient: httpClient,
-		opts:       opts,
-		config:     cfg,
-		dyn:        dyn,
-		md:         md,
-		mapper:     newKindMapper(disco),
-		disco:      disco,
-		kinds:      map[schema.GroupVersionKind]*kindWatch{},
-		presences:  map[schema.GroupVersionKind]*presence{},
-		health:     newHealth(),
-		inFlight:   metrics.CallsInFlight.WithLabelValues(opts.Name),
+		meta:      metaREST,
+		watchREST: metaREST,
+		opts:      opts,
+		config:    cfg,
+		dyn:       dyn,
+		md:        md,
+		mapper:    newKindMapper(disco),
+		disco:     disco,
+		kinds:     map[schema.GroupVersionKind]*kindWatch{},
+		presences: map[schema.GroupVersionKind]*presence{},
+		health:    newHealth(),
+		inFlight:  metrics.CallsInFlight.WithLabelValues(opts.Name),
 	}
 	c.namespaces = newWatch(c.watchSource(namespacesGVR, labels.Everything(), true), "namespaces", opts.Resync, nil, stripMetadata)
 	c.namespaces.setHandler(func(obj any, _ bool) {
@@ -440,11 +440,7 @@ func (c *Cluster) watchSource(gvr schema.GroupVersionResource, sel labels.Select
 	}
 	return watchSource{
 		open: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
-			client := c.meta
-			if c.watchREST != nil {
-				client = c.watchREST
-			}
-			return client.Get().AbsPath(path...).
+			return c.watchREST.Get().AbsPath(path...).
 				SetHeader("Accept", accept).
 				SpecificallyVersionedParams(&o, parameterCodec, versionV1).
 				Stream(ctx)

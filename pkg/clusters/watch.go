@@ -81,10 +81,6 @@ func newWatchBackoff() wait.Backoff {
 	return wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Steps: 1 << 30, Cap: 30 * time.Second}
 }
 
-// initialEventsEnd is the annotation of the bookmark that ends the
-// initial events of a streamed list (metav1.InitialEventsAnnotationKey).
-const initialEventsEnd = metav1.InitialEventsAnnotationKey
-
 // newWatch builds a watch of src's objects, indexed by idx and turned by
 // transform before they are stored (transform must accept its own
 // output). It does not run until run is called.
@@ -104,7 +100,7 @@ func (w *watch) run(ctx context.Context) {
 		var t *time.Timer
 		t = time.AfterFunc(w.resync, func() {
 			if ctx.Err() == nil {
-				_ = w.store.Resync()
+				w.store.Resync()
 				t.Reset(w.resync)
 			}
 		})
@@ -218,11 +214,7 @@ func (w *watch) list(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	list := make([]any, len(items))
-	for i, o := range items {
-		list[i] = o
-	}
-	return rv, w.store.Replace(list, rv)
+	return rv, w.store.Replace(items)
 }
 
 // nextUnstructured decodes the next event of a stream of whole objects. An
@@ -305,7 +297,7 @@ func (w *watch) consume(ctx context.Context, body io.Reader, rv string, initial 
 		case apiwatch.Deleted:
 			err = w.store.Delete(obj)
 		case apiwatch.Bookmark:
-			if initial != nil && m.GetAnnotations()[initialEventsEnd] == "true" {
+			if initial != nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 				w.store.dropUnseen(initial)
 				initial = nil
 			}
@@ -361,10 +353,6 @@ func (s *watchStore) transformed(obj any) (any, error) {
 	return s.transform(obj)
 }
 
-func (s *watchStore) Add(obj any) error { return s.Update(obj) }
-
-func (s *watchStore) Update(obj any) error { return s.apply(obj, nil) }
-
 // apply stores obj and hands it to the handler. With seen (a list being
 // stored), obj's key is recorded there, and an object cached already with
 // the same resourceVersion is left alone: a relist after a broken watch
@@ -418,7 +406,7 @@ func (s *watchStore) Delete(obj any) error {
 // could not resume. Objects gone from the list are deleted; the others are
 // handed to the handler only if they are new or changed (by
 // resourceVersion).
-func (s *watchStore) Replace(list []any, _ string) error {
+func (s *watchStore) Replace(list []runtime.Object) error {
 	seen := make(map[string]struct{}, len(list))
 	for _, o := range list {
 		if err := s.apply(o, seen); err != nil {
@@ -448,13 +436,12 @@ func (s *watchStore) dropUnseen(seen map[string]struct{}) {
 
 // Resync hands every cached object to the handler again (the Resync
 // option of the Cluster).
-func (s *watchStore) Resync() error {
+func (s *watchStore) Resync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range s.indexer.List() {
 		s.notify(o, false)
 	}
-	return nil
 }
 
 func (s *watchStore) notify(obj any, deleted bool) {

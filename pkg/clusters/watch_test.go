@@ -50,7 +50,7 @@ func newTestStore() (*watchStore, *recorder) {
 	return w.store, r
 }
 
-// The store is what the reflector writes into: each step is one call, and
+// The store is what a watch writes into: each step is one call, and
 // the handler must hear exactly the changes, transformed, in order.
 func TestWatchStore(t *testing.T) {
 	tests := []struct {
@@ -63,7 +63,7 @@ func TestWatchStore(t *testing.T) {
 	}{{
 		name: "first list: every object is new",
 		run: func(s *watchStore) error {
-			return s.Replace([]any{nsObject("a", "1"), nsObject("b", "2")}, "2")
+			return s.Replace([]runtime.Object{nsObject("a", "1"), nsObject("b", "2")})
 		},
 		want:   []string{"set a@1", "set b@2"},
 		cached: []string{"a", "b"},
@@ -71,10 +71,10 @@ func TestWatchStore(t *testing.T) {
 	}, {
 		name: "relist: unchanged objects are not handled again, changed and gone ones are",
 		run: func(s *watchStore) error {
-			if err := s.Replace([]any{nsObject("a", "1"), nsObject("b", "2"), nsObject("c", "3")}, "3"); err != nil {
+			if err := s.Replace([]runtime.Object{nsObject("a", "1"), nsObject("b", "2"), nsObject("c", "3")}); err != nil {
 				return err
 			}
-			return s.Replace([]any{nsObject("a", "1"), nsObject("b", "5")}, "5")
+			return s.Replace([]runtime.Object{nsObject("a", "1"), nsObject("b", "5")})
 		},
 		want:   []string{"set a@1", "set b@2", "set c@3", "set b@5", "del c@3"},
 		cached: []string{"a", "b"},
@@ -82,10 +82,10 @@ func TestWatchStore(t *testing.T) {
 	}, {
 		name: "watch events before the list: stored and handled, not yet synced",
 		run: func(s *watchStore) error {
-			if err := s.Add(nsObject("a", "1")); err != nil {
+			if err := s.apply(nsObject("a", "1"), nil); err != nil {
 				return err
 			}
-			if err := s.Update(nsObject("a", "2")); err != nil {
+			if err := s.apply(nsObject("a", "2"), nil); err != nil {
 				return err
 			}
 			return s.Delete(nsObject("a", "3"))
@@ -100,10 +100,11 @@ func TestWatchStore(t *testing.T) {
 	}, {
 		name: "resync hands every cached object over again",
 		run: func(s *watchStore) error {
-			if err := s.Replace([]any{nsObject("a", "1")}, "1"); err != nil {
+			if err := s.Replace([]runtime.Object{nsObject("a", "1")}); err != nil {
 				return err
 			}
-			return s.Resync()
+			s.Resync()
+			return nil
 		},
 		want:   []string{"set a@1", "set a@1"},
 		cached: []string{"a"},
@@ -141,7 +142,7 @@ func TestWatchStore(t *testing.T) {
 // first, as an informer's late handler does, and then every change.
 func TestWatchLateHandler(t *testing.T) {
 	w := newWatch(watchSource{}, "test", 0, cache.Indexers{}, stripMetadata)
-	if err := w.store.Replace([]any{nsObject("a", "1"), nsObject("b", "2")}, "2"); err != nil {
+	if err := w.store.Replace([]runtime.Object{nsObject("a", "1"), nsObject("b", "2")}); err != nil {
 		t.Fatal(err)
 	}
 	if !w.HasSynced() {
@@ -149,7 +150,7 @@ func TestWatchLateHandler(t *testing.T) {
 	}
 	r := &recorder{}
 	w.setHandler(r.handle)
-	if err := w.store.Update(nsObject("a", "3")); err != nil {
+	if err := w.store.apply(nsObject("a", "3"), nil); err != nil {
 		t.Fatal(err)
 	}
 	got := *r
