@@ -11,14 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -80,7 +79,7 @@ type Cluster struct {
 	namespaces *watch
 	httpClient *http.Client
 	transport  *closingTransport // httpClient's; nil for clients made otherwise
-	disco      discovery.DiscoveryInterface
+	discovery  *Discovery
 	raw        rest.Interface
 	meta       rest.Interface // metadata responses, for Objects
 	// watchREST opens the watches: meta, or with Options.WatchConnection a
@@ -121,7 +120,10 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	}
 	c.httpClient, c.transport = httpClient, transport
 	rawCfg := rest.CopyConfig(cfg)
-	rawCfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	// The raw client reads /readyz. The scheme of metav1 alone decodes
+	// the API server's errors (a Status); the kubernetes scheme would link
+	// every built-in API type into the binary.
+	rawCfg.NegotiatedSerializer = metainternalversionscheme.Codecs.WithoutConversion()
 	if c.raw, err = rest.UnversionedRESTClientForConfigAndClient(rawCfg, httpClient); err != nil {
 		return nil, err
 	}
@@ -206,7 +208,7 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 	if err != nil {
 		return nil, err
 	}
-	disco, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	disco, err := NewDiscovery(cfg, httpClient)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +224,7 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		dyn:       dyn,
 		md:        md,
 		mapper:    newKindMapper(disco),
-		disco:     disco,
+		discovery: disco,
 		kinds:     map[schema.GroupVersionKind]*kindWatch{},
 		presences: map[schema.GroupVersionKind]*presence{},
 		health:    newHealth(),

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
@@ -284,7 +283,7 @@ func (k *Kinds) candidates(ctx context.Context, c *Cluster) ([]schema.GroupVersi
 	}
 	var err error
 	if kinds = k.opts.Explicit; len(kinds) == 0 {
-		if kinds, err = Discover(c.disco, k.opts.Deny); err != nil {
+		if kinds, err = Discover(ctx, c.discovery, k.opts.Deny); err != nil {
 			return nil, err
 		}
 		c.mapper.Reset() // CRDs may have come or gone
@@ -300,8 +299,10 @@ func (k *Kinds) candidates(ctx context.Context, c *Cluster) ([]schema.GroupVersi
 
 // Discover lists the namespaced kinds (preferred versions) that support
 // every verb mirroring needs, minus deny.
-func Discover(d discovery.DiscoveryInterface, deny []schema.GroupKind) ([]schema.GroupVersionKind, error) {
-	lists, err := discovery.ServerPreferredNamespacedResources(d)
+func Discover(ctx context.Context, d *Discovery, deny []schema.GroupKind) ([]schema.GroupVersionKind, error) {
+	// Group versions that cannot be read (an aggregated API down) lose
+	// only their kinds.
+	lists, err := d.PreferredNamespacedResources(ctx)
 	if err != nil && len(lists) == 0 {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}

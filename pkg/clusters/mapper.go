@@ -1,13 +1,13 @@
 package clusters
 
 import (
+	"context"
 	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 )
 
 // kindMapper maps the few kinds an agent uses to their resources, asking
@@ -19,13 +19,13 @@ import (
 // resource of every group, about 0.3 MiB per cluster measured on the hub,
 // where a cluster needs two or three mappings.
 type kindMapper struct {
-	disco discovery.DiscoveryInterface
+	disco *Discovery
 
 	mu    sync.Mutex
 	known map[schema.GroupVersionKind]*meta.RESTMapping // nil: the kind is not served
 }
 
-func newKindMapper(d discovery.DiscoveryInterface) *kindMapper {
+func newKindMapper(d *Discovery) *kindMapper {
 	return &kindMapper{disco: d, known: map[schema.GroupVersionKind]*meta.RESTMapping{}}
 }
 
@@ -52,9 +52,11 @@ func (m *kindMapper) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping
 }
 
 // discover asks for gvk's group version; nil when it does not have the kind.
+// The request's deadline is the HTTP client's timeout: RESTMapping's
+// callers have no context.
 func (m *kindMapper) discover(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	gv := gvk.GroupVersion()
-	list, err := m.disco.ServerResourcesForGroupVersion(gv.String())
+	list, err := m.disco.ResourcesFor(context.Background(), gv)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
