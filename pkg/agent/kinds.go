@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 )
 
 // maxSuggestions bounds the kinds "did you mean" names.
@@ -31,14 +32,18 @@ func checkResourceTypes(ctx context.Context, cfg *rest.Config, kinds []schema.Gr
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = timeout
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("--resource-types: %w", err)
+	}
+	dc, err := clusters.NewDiscovery(cfg, httpClient)
 	if err != nil {
 		return fmt.Errorf("--resource-types: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		err := servedBy(dc).check(kinds)
+		err := servedBy(ctx, dc).check(kinds)
 		var unasked *unaskedError
 		if !errors.As(err, &unasked) {
 			return err
@@ -65,13 +70,13 @@ type unaskedError struct{ err error }
 func (e *unaskedError) Error() string { return e.err.Error() }
 
 // servedBy asks dc for every kind the API server serves.
-func servedBy(dc discovery.DiscoveryInterface) served {
+func servedBy(ctx context.Context, dc *clusters.Discovery) served {
 	s := served{kinds: map[schema.GroupVersionKind]bool{}}
-	_, lists, err := dc.ServerGroupsAndResources()
-	var partial *discovery.ErrGroupDiscoveryFailed
+	lists, err := dc.GroupsAndResources(ctx)
+	var partial *clusters.PartialDiscoveryError
 	switch {
 	case errors.As(err, &partial):
-		s.unavailable = partial.Groups
+		s.unavailable = partial.Failed
 	case err != nil:
 		s.err = err
 		return s

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
@@ -118,6 +119,72 @@ func TestCheckResourceTypesServerDown(t *testing.T) {
 	}
 	if took := time.Since(start); took < 2*time.Second || took > 10*time.Second {
 		t.Errorf("gave up after %s, want after the 2s deadline", took)
+	}
+}
+
+// Against a real API server with an aggregated API that is down (its
+// Service does not exist, so its discovery answers 503): a kind of that
+// group version is one the server could not be asked about, never an
+// unknown kind, while the kinds of every other group are checked as
+// usual.
+func TestCheckResourceTypesAggregatedAPIDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	fleet, err := fleettest.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fleet.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx := context.Background()
+	if err := fleet.Hub.Client.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1",
+		"kind":       "APIService",
+		"metadata":   map[string]any{"name": "v1.broken.example.com"},
+		"spec": map[string]any{
+			"group": "broken.example.com", "version": "v1",
+			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"service":               map[string]any{"namespace": "default", "name": "no-such-service"},
+			"insecureSkipTLSVerify": true,
+		},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(kinds string) error {
+		parsed, err := ParseResourceTypes(kinds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checkResourceTypes(ctx, fleet.Hub.Config, parsed, time.Second)
+	}
+
+	// The API server lists the group version soon after it is registered;
+	// until then the kind is not served.
+	unasked := "--resource-types: could not ask the API server at " + fleet.Hub.Config.Host +
+		" which kinds it serves (tried for 1s): broken.example.com/v1: the server is currently unable to handle the request"
+	var got error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if got = check("Thing.v1.broken.example.com"); got != nil && got.Error() == unasked {
+			break
+		}
+	}
+	if got == nil || got.Error() != unasked {
+		t.Errorf("a kind of the aggregated API that is down: error %v, want %q", got, unasked)
+	}
+
+	for _, tt := range []struct{ kinds, want string }{
+		{kinds: "Secret.v1,Deployment.v1.apps"},
+		{kinds: "Secrt.v1", want: "--resource-types: Secrt.v1 is not served by the API server; did you mean Secret.v1?"},
+		{kinds: "Namespace.v1", want: "--resource-types: Namespace.v1 is cluster-scoped; only namespaced kinds are mirrored"},
+	} {
+		err := check(tt.kinds)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.kinds, err, tt.want)
+		}
 	}
 }
 
