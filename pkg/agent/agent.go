@@ -1,6 +1,6 @@
 // Package agent holds what the member agent and the hub share around the
 // mirroring pipeline: the options common to both, the REST config, the
-// controller-runtime manager (metrics, probes, leader election), and Run,
+// agent's endpoints (metrics, probes, pprof), leader election, and Run,
 // which starts the pipeline from one complete description of the writer.
 package agent
 
@@ -13,10 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/controller"
@@ -68,10 +65,6 @@ func Run(ctx context.Context, o Options, w Writer) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := o.NewManager(cfg)
-	if err != nil {
-		return err
-	}
 	f := fleet.New(fleet.Options{
 		Provider:               provider,
 		ManagedBy:              w.Identity.ManagedBy,
@@ -105,12 +98,9 @@ func Run(ctx context.Context, o Options, w Writer) error {
 		BreakerBase:                 o.BreakerBaseDelay,
 		BreakerMax:                  o.BreakerMaxDelay,
 	}
-	if err := controller.Add(mgr, co); err != nil {
-		return err
-	}
-	ctrl.LoggerFrom(ctx).Info("Starting", "writer", w.Name, "cluster", o.ClusterName, "kinds", fmt.Sprint(o.ResourceTypes),
+	logf.FromContext(ctx).Info("Starting", "writer", w.Name, "cluster", o.ClusterName, "kinds", fmt.Sprint(o.ResourceTypes),
 		"version", version.Version, "revision", version.Revision)
-	return mgr.Start(ctx)
+	return o.run(ctx, cfg, controller.New(co))
 }
 
 // KindOptions is the kind policy of the options.
@@ -154,29 +144,4 @@ func (o Options) Limited(cfg *rest.Config) *rest.Config {
 		cfg.QPS = -1 // client-go takes 0 for its default of 5 per second
 	}
 	return cfg
-}
-
-// NewManager returns a manager serving metrics and probes, electing a
-// leader when asked.
-func (o *Options) NewManager(cfg *rest.Config) (manager.Manager, error) {
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
-		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		PprofBindAddress:              o.PprofBindAddress,
-		LeaderElection:                o.LeaderElect,
-		LeaderElectionID:              o.LeaderElectionID,
-		LeaderElectionNamespace:       o.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &o.LeaseDuration,
-		RenewDeadline:                 &o.RenewDeadline,
-		RetryPeriod:                   &o.RetryPeriod,
-		GracefulShutdownTimeout:       &o.GracefulShutdownTimeout,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	return mgr, nil
 }

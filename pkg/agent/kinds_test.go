@@ -165,7 +165,7 @@ func TestCheckResourceTypesAggregatedAPIDown(t *testing.T) {
 	// The API server lists the group version soon after it is registered;
 	// until then the kind is not served.
 	unasked := "--resource-types: could not ask the API server at " + fleet.Hub.Config.Host +
-		" which kinds it serves (tried for 1s): broken.example.com/v1: the server is currently unable to handle the request"
+		" which kinds it serves (tried for 1s): broken.example.com/v1: its discovery is stale: the API server that serves it does not answer"
 	var got error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		if got = check("Thing.v1.broken.example.com"); got != nil && got.Error() == unasked {

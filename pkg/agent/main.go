@@ -11,8 +11,9 @@ import (
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 
 	"github.com/fleetmirror/fleetmirror/pkg/version"
 )
@@ -44,9 +45,9 @@ func Main(binary, description string, o Flags, run func(context.Context) error) 
 		exit(2, err)
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
-	ctrl.SetLogger(log)
+	logf.SetLogger(log)
 	tuneGC(log)
-	if err := run(ctrl.LoggerInto(ctrl.SetupSignalHandler(), log)); err != nil {
+	if err := run(logf.IntoContext(signals.SetupSignalHandler(), log)); err != nil {
 		exit(1, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
@@ -38,7 +38,7 @@ func (a *Applier) adoptOrRefuse(ctx context.Context, key target, res *clusters.O
 		}
 		out, err := a.takeOver(ctx, key, res, full, want)
 		if err == nil {
-			ctrl.LoggerFrom(ctx).Info("Adopted a copy made by another tool as a mirror", "tool", tool,
+			logf.FromContext(ctx).Info("Adopted a copy made by another tool as a mirror", "tool", tool,
 				"targetNamespace", full.GetNamespace(), "uid", full.GetUID())
 		}
 		if !apierrors.IsConflict(err) || attempt > 0 {

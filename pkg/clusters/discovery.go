@@ -3,12 +3,16 @@ package clusters
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,16 +33,16 @@ const discoveryParallelism = 8
 const discoveryBurst = 300
 
 // Discovery asks an API server which group versions and resources it
-// serves, with the legacy discovery documents: /api and /apis list the
-// group versions, and each group version lists its resources. That is a
-// request per group version where aggregated discovery (client-go's
-// default) needs two, a few dozen requests every discovery interval; it
-// spares us the aggregated document's types and their conversion.
+// serves. It asks for the aggregated discovery documents (Kubernetes 1.30
+// and later serve them): /api and /apis then hold every group version's
+// resources, two requests in all. From an older server it reads the
+// legacy documents: /api and /apis list the group versions, and each group
+// version lists its resources, a request each.
 //
 // Written by hand because client-go's discovery package imports
 // k8s.io/client-go/kubernetes/scheme, which registers every built-in API
 // type: about 7 MB of the binary, and their pages in memory, for a client
-// that reads three metav1 types. It decodes with encoding/json; the
+// that reads four document types. It decodes with encoding/json; the
 // scheme of metav1 alone decodes the API server's errors.
 type Discovery struct {
 	client rest.Interface
@@ -103,12 +107,11 @@ func (d *Discovery) ResourcesFor(ctx context.Context, gv schema.GroupVersion) (*
 // others with a *PartialDiscoveryError; any other error means nothing
 // could be read.
 func (d *Discovery) GroupsAndResources(ctx context.Context) ([]*metav1.APIResourceList, error) {
-	groups, err := d.groups(ctx)
-	if err != nil {
+	groups, lists, err := d.all(ctx)
+	if lists == nil {
 		return nil, err
 	}
 	gvs := groupVersions(groups)
-	lists, err := d.resources(ctx, gvs)
 	out := make([]*metav1.APIResourceList, 0, len(lists))
 	for _, gv := range gvs {
 		if l := lists[gv]; l != nil {
@@ -128,11 +131,10 @@ func (d *Discovery) GroupsAndResources(ctx context.Context) ([]*metav1.APIResour
 // left out, and its resources come from another version of the group if
 // any serves them.
 func (d *Discovery) PreferredNamespacedResources(ctx context.Context) ([]*metav1.APIResourceList, error) {
-	groups, err := d.groups(ctx)
-	if err != nil {
+	groups, lists, err := d.all(ctx)
+	if lists == nil {
 		return nil, err
 	}
-	lists, err := d.resources(ctx, groupVersions(groups))
 	var out []*metav1.APIResourceList
 	for _, g := range groups {
 		// The preferred version first, then the others in the server's
@@ -168,28 +170,124 @@ func (d *Discovery) PreferredNamespacedResources(ctx context.Context) ([]*metav1
 	return out, err
 }
 
-// groups returns the groups the server serves: the core group of /api
-// first, if it has any version, then those of /apis. /api may be missing
-// (an aggregated API server has none), as client-go's discovery allows.
-func (d *Discovery) groups(ctx context.Context) ([]metav1.APIGroup, error) {
-	var core metav1.APIVersions
-	if err := d.get(ctx, &core, "/api"); err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	var groups []metav1.APIGroup
-	if len(core.Versions) > 0 {
-		g := metav1.APIGroup{}
-		for _, v := range core.Versions {
-			g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: v, Version: v})
+// all returns the groups the server serves, core first, and the resources
+// of each group version. When some group versions could not be read (or an
+// aggregated document marks them stale) the others come with a
+// *PartialDiscoveryError; with any other error, lists is nil.
+func (d *Discovery) all(ctx context.Context) (groups []metav1.APIGroup, lists map[schema.GroupVersion]*metav1.APIResourceList, err error) {
+	lists, failed := map[schema.GroupVersion]*metav1.APIResourceList{}, map[schema.GroupVersion]error{}
+	var legacy []schema.GroupVersion // group versions whose resources need a request each
+	for _, path := range []string{"/api", "/apis"} {
+		body, aggregated, err := d.index(ctx, path)
+		switch {
+		case path == "/api" && apierrors.IsNotFound(err):
+			continue // an aggregated API server has no core group, as client-go's discovery allows
+		case err != nil:
+			return nil, nil, err
+		case aggregated:
+			var doc apidiscoveryv2.APIGroupDiscoveryList
+			if err := json.Unmarshal(body, &doc); err != nil {
+				return nil, nil, fmt.Errorf("discovery: decoding %s: %w", path, err)
+			}
+			for _, g := range doc.Items {
+				groups = append(groups, splitAggregated(g, lists, failed))
+			}
+			continue
 		}
-		g.PreferredVersion = g.Versions[0]
-		groups = append(groups, g)
+		var found []metav1.APIGroup
+		if path == "/api" {
+			var core metav1.APIVersions
+			err = json.Unmarshal(body, &core)
+			if len(core.Versions) > 0 {
+				g := metav1.APIGroup{}
+				for _, v := range core.Versions {
+					g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: v, Version: v})
+				}
+				g.PreferredVersion = g.Versions[0]
+				found = append(found, g)
+			}
+		} else {
+			var named metav1.APIGroupList
+			err = json.Unmarshal(body, &named)
+			found = named.Groups
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("discovery: decoding %s: %w", path, err)
+		}
+		groups = append(groups, found...)
+		legacy = append(legacy, groupVersions(found)...)
 	}
-	var named metav1.APIGroupList
-	if err := d.get(ctx, &named, "/apis"); err != nil {
-		return nil, err
+	read, err := d.resources(ctx, legacy)
+	maps.Copy(lists, read)
+	var partial *PartialDiscoveryError
+	if errors.As(err, &partial) {
+		maps.Copy(failed, partial.Failed)
 	}
-	return append(groups, named.Groups...), nil
+	if len(failed) > 0 {
+		return groups, lists, &PartialDiscoveryError{Failed: failed}
+	}
+	return groups, lists, nil
+}
+
+// acceptAggregated asks for the aggregated discovery document, v2, and
+// takes the legacy one from servers that do not have it.
+const acceptAggregated = runtime.ContentTypeJSON + ";g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList," + runtime.ContentTypeJSON
+
+// index reads the discovery document at path (/api or /apis); aggregated
+// tells which of the two forms the server sent.
+func (d *Discovery) index(ctx context.Context, path string) (body []byte, aggregated bool, err error) {
+	var contentType string
+	body, err = d.client.Get().AbsPath(path).SetHeader("Accept", acceptAggregated).Do(ctx).ContentType(&contentType).Raw()
+	if err != nil {
+		return nil, false, err
+	}
+	mediaType, params, _ := mime.ParseMediaType(contentType)
+	return body, mediaType == runtime.ContentTypeJSON && params["g"] == "apidiscovery.k8s.io" && params["v"] == "v2" &&
+		params["as"] == "APIGroupDiscoveryList", nil
+}
+
+// splitAggregated returns the group of an aggregated document, and adds
+// the resources of each of its versions to lists, or the version to failed
+// when the document marks it stale (its aggregated API server did not
+// answer), as client-go's discovery does. The preferred version is the
+// first that is not stale.
+func splitAggregated(g apidiscoveryv2.APIGroupDiscovery, lists map[schema.GroupVersion]*metav1.APIResourceList, failed map[schema.GroupVersion]error) metav1.APIGroup {
+	group := metav1.APIGroup{Name: g.Name}
+	for _, v := range g.Versions {
+		gv := schema.GroupVersion{Group: g.Name, Version: v.Version}
+		if v.Freshness == apidiscoveryv2.DiscoveryFreshnessStale {
+			failed[gv] = apierrors.NewServiceUnavailable("its discovery is stale: the API server that serves it does not answer")
+			continue
+		}
+		version := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: v.Version}
+		group.Versions = append(group.Versions, version)
+		if group.PreferredVersion.Version == "" {
+			group.PreferredVersion = version
+		}
+		list := &metav1.APIResourceList{GroupVersion: gv.String()}
+		for _, r := range v.Resources {
+			if r.ResponseKind == nil || r.ResponseKind.Kind == "" {
+				continue // a parent known only for its subresources; we use none
+			}
+			res := metav1.APIResource{
+				Name: r.Resource, SingularName: r.SingularResource, Namespaced: r.Scope == apidiscoveryv2.ScopeNamespace,
+				Group: r.ResponseKind.Group, Version: r.ResponseKind.Version, Kind: r.ResponseKind.Kind,
+				Verbs: r.Verbs, ShortNames: r.ShortNames, Categories: r.Categories,
+			}
+			list.APIResources = append(list.APIResources, res)
+			for _, sub := range r.Subresources {
+				if sub.ResponseKind == nil || sub.ResponseKind.Kind == "" {
+					continue
+				}
+				list.APIResources = append(list.APIResources, metav1.APIResource{
+					Name: r.Resource + "/" + sub.Subresource, SingularName: r.SingularResource, Namespaced: res.Namespaced,
+					Group: sub.ResponseKind.Group, Version: sub.ResponseKind.Version, Kind: sub.ResponseKind.Kind, Verbs: sub.Verbs,
+				})
+			}
+		}
+		lists[gv] = list
+	}
+	return group
 }
 
 // groupVersions lists every version of groups.

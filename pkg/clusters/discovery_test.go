@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,19 +24,39 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 )
 
-// newDiscovery returns a discovery client of cfg's API server.
-func newDiscovery(t *testing.T, cfg *rest.Config) *clusters.Discovery {
+// newDiscovery returns a discovery client of cfg's API server, and the
+// count of its requests. With legacy, it asks for the legacy documents
+// only, as a client of a server before aggregated discovery would get.
+func newDiscovery(t *testing.T, cfg *rest.Config, legacy bool) (*clusters.Discovery, *atomic.Int64) {
 	t.Helper()
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	requests := &atomic.Int64{}
+	next := httpClient.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	// A client of our own: HTTPClientFor may return http.DefaultClient.
+	httpClient = &http.Client{Timeout: httpClient.Timeout, Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		requests.Add(1)
+		if legacy {
+			r = r.Clone(r.Context())
+			r.Header.Set("Accept", "application/json")
+		}
+		return next.RoundTrip(r)
+	})}
 	d, err := clusters.NewDiscovery(cfg, httpClient)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return d, requests
 }
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // resourceScopes flattens lists to "group/version resource" keys, each with
 // whether the resource is namespaced.
@@ -57,7 +78,7 @@ func resourceScopes(lists []*metav1.APIResourceList) map[string]bool {
 func TestDiscovery(t *testing.T) {
 	g := NewWithT(t)
 	fleet, ctx := clusters.APIServer(t)
-	d := newDiscovery(t, fleet.Hub.Config)
+	d, requests := newDiscovery(t, fleet.Hub.Config, false)
 	widgetsV1 := schema.GroupVersion{Group: "example.com", Version: "v1"}
 
 	_, err := d.ResourcesFor(ctx, widgetsV1)
@@ -115,10 +136,22 @@ func TestDiscovery(t *testing.T) {
 
 	// Every group version, with subresources; namespaced or not as the
 	// server says.
+	before := requests.Load()
 	lists, err := d.GroupsAndResources(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(requests.Load()-before).To(Equal(int64(2)), "the aggregated /api and /apis hold everything")
 	g.Expect(lists[0].GroupVersion).To(Equal("v1"), "the core group comes first")
 	all := resourceScopes(lists)
+
+	// Asked for the legacy documents only, the server tells the same, in
+	// one more request per group version.
+	legacy, legacyRequests := newDiscovery(t, fleet.Hub.Config, true)
+	legacyLists, err := legacy.GroupsAndResources(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resourceScopes(legacyLists)).To(Equal(all))
+	g.Expect(legacyRequests.Load()).To(Equal(int64(2 + len(lists))))
+	legacyPreferred, err := legacy.PreferredNamespacedResources(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
 	for key, namespaced := range map[string]bool{
 		"v1 configmaps":              true,
 		"v1 secrets":                 true,
@@ -142,6 +175,7 @@ func TestDiscovery(t *testing.T) {
 	preferred, err := d.PreferredNamespacedResources(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	got := resourceScopes(preferred)
+	g.Expect(resourceScopes(legacyPreferred)).To(Equal(got))
 	g.Expect(got).To(HaveKey("v1 configmaps"))
 	g.Expect(got).To(HaveKey("apps/v1 deployments"))
 	g.Expect(got).To(HaveKey("autoscaling/v2 horizontalpodautoscalers"))
@@ -166,8 +200,9 @@ func TestDiscovery(t *testing.T) {
 	g.Expect(kinds).NotTo(ContainElement(schema.GroupVersionKind{Group: "example.com", Version: "v1beta1", Kind: "Widget"}))
 
 	// An aggregated API whose service does not exist: the API server lists
-	// its group version and answers its discovery with 503. It alone
-	// fails; everything else is still found.
+	// its group version, marked stale in the aggregated documents and
+	// answered with 503 in the legacy ones. It alone fails; everything else
+	// is still found.
 	broken := schema.GroupVersion{Group: "broken.example.com", Version: "v1"}
 	g.Expect(fleet.Hub.Client.Create(ctx, brokenAPIService(broken))).To(Succeed())
 	var partial *clusters.PartialDiscoveryError
@@ -181,6 +216,11 @@ func TestDiscovery(t *testing.T) {
 	g.Expect(err.Error()).To(ContainSubstring("broken.example.com/v1: "))
 	t.Logf("with the aggregated API down: %v", err)
 	g.Expect(resourceScopes(lists)).To(Equal(all), "the lists that did not fail")
+	legacyLists, err = legacy.GroupsAndResources(ctx)
+	g.Expect(errors.As(err, &partial)).To(BeTrue(), "%v", err)
+	g.Expect(partial.Failed).To(HaveLen(1))
+	g.Expect(apierrors.IsServiceUnavailable(partial.Failed[broken])).To(BeTrue(), "%v", partial.Failed)
+	g.Expect(resourceScopes(legacyLists)).To(Equal(all), "the legacy lists that did not fail")
 
 	preferred, err = d.PreferredNamespacedResources(ctx)
 	g.Expect(errors.As(err, &partial)).To(BeTrue(), "%v", err)
@@ -236,7 +276,8 @@ func discoveryServer(t *testing.T, docs map[string]any) *clusters.Discovery {
 		_ = json.NewEncoder(w).Encode(doc)
 	}))
 	t.Cleanup(srv.Close)
-	return newDiscovery(t, &rest.Config{Host: srv.URL})
+	d, _ := newDiscovery(t, &rest.Config{Host: srv.URL}, false)
+	return d
 }
 
 // apiGroup is a discovery group whose first version is preferred unless
@@ -433,7 +474,7 @@ func TestDiscoveryResourcesFor(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	d := newDiscovery(t, &rest.Config{Host: srv.URL})
+	d, _ := newDiscovery(t, &rest.Config{Host: srv.URL}, false)
 	ctx := context.Background()
 
 	if _, err := d.ResourcesFor(ctx, schema.GroupVersion{Group: "missing", Version: "v1"}); !apierrors.IsNotFound(err) {

@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
@@ -119,7 +119,7 @@ func (k *Kinds) Run(ctx context.Context, clusters func() []*Cluster) {
 // Step makes one pass: discover, probe, watch what is needed and unwatch
 // what is not.
 func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
-	log := ctrl.LoggerFrom(ctx)
+	log := logf.FromContext(ctx)
 	candidates := map[*Cluster][]schema.GroupVersionKind{}
 	all := sets.New[schema.GroupVersionKind]()
 	for _, c := range cs {
@@ -266,7 +266,7 @@ func (k *Kinds) notListable(ctx context.Context, c *Cluster, gvk schema.GroupVer
 	k.unlistable[key] = true
 	k.mu.Unlock()
 	if !seen {
-		ctrl.LoggerFrom(ctx).Info("Kind not mirrored: the agent may not list it; grant it to mirror it", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
+		logf.FromContext(ctx).Info("Kind not mirrored: the agent may not list it; grant it to mirror it", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
@@ -29,7 +27,7 @@ func (b *breaker) open(key Key) bool {
 }
 
 // record turns the outcome of a reconcile into what the queue is told.
-func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Result, error) {
+func (b *breaker) record(key Key, res Result, err error) (Result, error) {
 	if b.threshold <= 0 {
 		return res, err
 	}
@@ -60,7 +58,7 @@ func (b *breaker) record(key Key, res reconcile.Result, err error) (reconcile.Re
 	}
 	// The error is reported in Events and status; returning it would put
 	// the source back on the queue's fast backoff.
-	return reconcile.Result{RequeueAfter: wait}, nil
+	return Result{RequeueAfter: wait}, nil
 }
 
 // forget drops a source that is gone.

@@ -2,12 +2,10 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"net/http"
+	"errors"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
@@ -80,39 +78,33 @@ type Options struct {
 	BreakerBase, BreakerMax time.Duration
 }
 
-// Add adds the pipeline to mgr: the fleet (on every replica, so that a new
-// leader starts with warm caches), the controller fed by the fleet's
-// events (on the leader), and a readiness check that passes once the
-// agent's own cluster has its caches.
-func Add(mgr manager.Manager, o Options) error {
+// Pipeline is the mirroring pipeline of one writer: the fleet's watches
+// that feed it, and the controller that reconciles one source at a time.
+type Pipeline struct {
+	opts   Options
+	events *eventSource
+	// reconcile and feed are the reconciler's and the event source's; a
+	// test of the worker loop sets its own.
+	reconcile func(context.Context, Key) (Result, error)
+	feed      func(context.Context, workqueue.TypedRateLimitingInterface[Key]) error
+}
+
+// New returns the pipeline of o.
+func New(o Options) *Pipeline {
 	r, events := newPipeline(o)
-	if err := mgr.Add(fleetRunnable{o.Fleet, events}); err != nil {
-		return err
+	return &Pipeline{opts: o, events: events, reconcile: r.Reconcile, feed: events.Start}
+}
+
+// RunFleet runs the fleet's watches until ctx ends. It runs on every
+// replica, so that a new leader starts with warm caches.
+func (p *Pipeline) RunFleet(ctx context.Context) error { return p.opts.Fleet.Run(ctx, p.events) }
+
+// Ready returns an error until the agent's own cluster has its caches.
+func (p *Pipeline) Ready() error {
+	if !p.opts.Fleet.LocalSynced() {
+		return errors.New("caches not synced")
 	}
-	skip, priority := true, false
-	c, err := controller.NewTyped[Key](o.Name, mgr, controller.TypedOptions[Key]{
-		Reconciler:              r,
-		MaxConcurrentReconciles: o.Workers,
-		// Programs that embed agents (tests, the local fleet) run several
-		// managers in one process; names stay unique per binary.
-		SkipNameValidation: &skip,
-		// The priority queue of controller-runtime v0.24 can deadlock on
-		// shutdown (kubernetes-sigs/controller-runtime#3538, fixed in v0.25,
-		// which needs k8s.io v0.37); the classic queue serves us as well.
-		UsePriorityQueue: &priority,
-	})
-	if err != nil {
-		return err
-	}
-	if err := c.Watch(events); err != nil {
-		return err
-	}
-	return mgr.AddReadyzCheck("caches", func(*http.Request) error {
-		if !o.Fleet.LocalSynced() {
-			return fmt.Errorf("caches not synced")
-		}
-		return nil
-	})
+	return nil
 }
 
 // newPipeline returns the reconciler of o and the event source that feeds
@@ -127,14 +119,3 @@ func newPipeline(o Options) (*Reconciler, *eventSource) {
 	}
 	return r, &eventSource{reconciler: r, fleet: o.Fleet, crossCluster: o.Scope == ScopeRemote}
 }
-
-// fleetRunnable runs the fleet, telling the controller's event source.
-type fleetRunnable struct {
-	fleet  *fleet.Fleet
-	events *eventSource
-}
-
-func (f fleetRunnable) Start(ctx context.Context) error { return f.fleet.Run(ctx, f.events) }
-
-// NeedLeaderElection is false: watches run on every replica.
-func (f fleetRunnable) NeedLeaderElection() bool { return false }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
@@ -35,7 +34,7 @@ func TestBreaker(t *testing.T) {
 		{key, fail, true, 0, false},
 	}
 	for i, s := range steps {
-		res, err := b.record(s.key, reconcile.Result{}, s.err)
+		res, err := b.record(s.key, Result{}, s.err)
 		if (err != nil) != s.wantErr || res.RequeueAfter != s.wantWait {
 			t.Fatalf("step %d: got (%v, %v), want error %v and wait %v", i, res.RequeueAfter, err, s.wantErr, s.wantWait)
 		}

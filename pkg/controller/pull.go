@@ -10,9 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
@@ -52,9 +50,9 @@ type missingSource struct {
 
 // reconcilePull brings one pull mirror to its source's content, or says why
 // it does not.
-func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Result, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name, "pull", true)
-	ctx = ctrl.LoggerInto(ctx, log)
+func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (Result, error) {
+	log := logf.FromContext(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name, "pull", true)
+	ctx = logf.IntoContext(ctx, log)
 
 	// 1. A pull mirror gone from the cache (deleted, or its label removed)
 	// keeps what it holds: forget it. A cache that has not caught up with
@@ -64,19 +62,19 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Resu
 	c := r.fleet.Cluster(key.Cluster)
 	if c == nil || r.readOnly(c) {
 		r.forgetPull(key)
-		return reconcile.Result{}, nil
+		return Result{}, nil
 	}
 	if synced, watched := c.KindSynced(key.GVK); watched && !synced {
-		return reconcile.Result{}, nil // eventSource.KindSynced enqueues it
+		return Result{}, nil // eventSource.KindSynced enqueues it
 	}
 	dst, ok := c.Pull(key.GVK, key.Namespace, key.Name)
 	if !ok {
 		r.forgetPull(key)
-		return reconcile.Result{}, nil
+		return Result{}, nil
 	}
 	if v, ok := r.pulls.writes.Load(key); ok {
 		if olderThan(dst.GetResourceVersion(), v.(string)) {
-			return reconcile.Result{}, nil
+			return Result{}, nil
 		}
 		r.pulls.writes.CompareAndDelete(key, v)
 	}
@@ -88,7 +86,7 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Resu
 	p.Ref, p.RefErr = ParsePullMirror(dst)
 	if !Serves(remote, p.Ref) {
 		r.forgetPull(key)
-		return reconcile.Result{}, nil
+		return Result{}, nil
 	}
 	p.NamespaceRefusal = r.pullNamespaceRefusal(c, dst.GetNamespace())
 	if remote && p.RefErr == nil {
@@ -98,12 +96,12 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Resu
 
 	// 3. Find the source; what stops the pull there is reported, and the
 	// pull mirror keeps its content.
-	var res reconcile.Result
+	var res Result
 	if v == nil {
 		src, missing, wait, err := r.pullSource(ctx, c, key, p.Ref)
 		switch {
 		case err != nil:
-			return reconcile.Result{}, err
+			return Result{}, err
 		case missing != nil:
 			v, res = missing, wait
 		case src == nil:
@@ -131,12 +129,12 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Resu
 			v.State, written = PullInSync, true
 		case errors.Is(err, apply.ErrPullStale):
 			metrics.PullOperations.WithLabelValues(metrics.KindLabel(key.GVK), c.Name(), "stale").Inc()
-			return reconcile.Result{RequeueAfter: retryStale}, nil
+			return Result{RequeueAfter: retryStale}, nil
 		default:
 			failed := WriteVerdict(*v, err)
 			v = &failed
 			if v.State == PullConflict {
-				res = reconcile.Result{RequeueAfter: retryConflict}
+				res = Result{RequeueAfter: retryConflict}
 			}
 		}
 	}
@@ -152,46 +150,46 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (reconcile.Resu
 // the source; or a verdict on a source that is missing or cannot be
 // reached, with when to look again; or neither, when the cache lags and
 // the source's own event will come.
-func (r *Reconciler) pullSource(ctx context.Context, c *clusters.Cluster, key Key, ref annotations.MirrorFrom) (*unstructured.Unstructured, *PullVerdict, reconcile.Result, error) {
+func (r *Reconciler) pullSource(ctx context.Context, c *clusters.Cluster, key Key, ref annotations.MirrorFrom) (*unstructured.Unstructured, *PullVerdict, Result, error) {
 	sc := c
 	if ref.Remote() {
 		if sc = r.fleet.Cluster(ref.Cluster); sc == nil && r.fleet.Registered(ref.Cluster) {
 			v := SourceMissing(fmt.Sprintf("the cluster %s of the source %s is served by another replica of the sharded hub, which does not read it for this one; a pull mirror reaches sources of the hub's own cluster and of the clusters of its shard (docs/federation.md)",
 				ref.Cluster, ref))
-			return nil, &v, reconcile.Result{RequeueAfter: retryConflict}, nil
+			return nil, &v, Result{RequeueAfter: retryConflict}, nil
 		}
 		if sc == nil {
 			v := SourceMissing(fmt.Sprintf("the cluster %s of the source %s is not registered with the hub", ref.Cluster, ref))
-			return nil, &v, reconcile.Result{}, nil
+			return nil, &v, Result{}, nil
 		}
 		if down := sc.Unreachable(); down != nil {
 			v := PullVerdict{State: PullUnreachable, Reason: ReasonClusterUnreachable,
 				Message: fmt.Sprintf("the cluster %s of the source %s is unreachable since %s", ref.Cluster, ref, down.Since.UTC().Format("15:04:05Z"))}
-			return nil, &v, reconcile.Result{RequeueAfter: retryUnreachable}, nil
+			return nil, &v, Result{RequeueAfter: retryUnreachable}, nil
 		}
 	}
 	switch synced, watched := sc.KindSynced(key.GVK); {
 	case !watched:
 		v := SourceMissing(fmt.Sprintf("the agent does not watch %s in the cluster %s of the source %s", key.GVK.Kind, sc.Name(), ref))
-		return nil, &v, reconcile.Result{RequeueAfter: retryConflict}, nil
+		return nil, &v, Result{RequeueAfter: retryConflict}, nil
 	case !synced:
-		return nil, nil, reconcile.Result{}, nil // eventSource.KindSynced enqueues the pull mirrors
+		return nil, nil, Result{}, nil // eventSource.KindSynced enqueues the pull mirrors
 	}
 	if src, ok := sc.Source(key.GVK, ref.Namespace, ref.Name); ok {
 		r.pulls.missing.Delete(key)
-		return src, nil, reconcile.Result{}, nil
+		return src, nil, Result{}, nil
 	}
 	if m, ok := sc.Mirror(key.GVK, ref.Namespace, ref.Name); ok {
 		v := SourceIsMirror(ref, m.GetAnnotations()[annotations.AnnotationSource])
-		return nil, &v, reconcile.Result{}, nil
+		return nil, &v, Result{}, nil
 	}
 	if m, ok := r.pulls.missing.Load(key); ok && m.(missingSource).ref == ref.String() {
 		v := m.(missingSource).verdict
-		return nil, &v, reconcile.Result{}, nil
+		return nil, &v, Result{}, nil
 	}
 	live, err := r.getSourceMetadata(ctx, sc, Key{Cluster: sc.Name(), GVK: key.GVK, Namespace: ref.Namespace, Name: ref.Name})
 	if err != nil {
-		return nil, nil, reconcile.Result{}, err
+		return nil, nil, Result{}, err
 	}
 	var obj metav1.Object
 	if live != nil {
@@ -201,10 +199,10 @@ func (r *Reconciler) pullSource(ctx context.Context, c *clusters.Cluster, key Ke
 	if v == nil {
 		// A source our cache has not seen yet: its add event enqueues
 		// this pull mirror.
-		return nil, nil, reconcile.Result{RequeueAfter: retryStale}, nil
+		return nil, nil, Result{RequeueAfter: retryStale}, nil
 	}
 	r.pulls.missing.Store(key, missingSource{ref: ref.String(), verdict: *v})
-	return nil, v, reconcile.Result{}, nil
+	return nil, v, Result{}, nil
 }
 
 // pullNamespaceRefusal says why the writer never writes content into
@@ -229,7 +227,7 @@ func (r *Reconciler) pullNamespaceRefusal(c *clusters.Cluster, ns string) string
 // finishPull reports the outcome of a reconcile of a pull mirror. A pull
 // mirror that is a source or one of our mirrors (refused) gets Events
 // only: its status annotation is the source's, or ours to keep as built.
-func (r *Reconciler) finishPull(ctx context.Context, c *clusters.Cluster, key Key, dst *unstructured.Unstructured, ref annotations.MirrorFrom, v PullVerdict, written bool, res reconcile.Result) (reconcile.Result, error) {
+func (r *Reconciler) finishPull(ctx context.Context, c *clusters.Cluster, key Key, dst *unstructured.Unstructured, ref annotations.MirrorFrom, v PullVerdict, written bool, res Result) (Result, error) {
 	kind := metrics.KindLabel(key.GVK)
 	r.setPullState(key, v.State)
 	result := pullResults[v.State]
@@ -252,13 +250,13 @@ func (r *Reconciler) finishPull(ctx context.Context, c *clusters.Cluster, key Ke
 			patched, err := r.patchMetadata(ctx, c, key, dst.GetResourceVersion(), nil, &status)
 			if err != nil {
 				// A conflict is a newer version on its way; gone is gone.
-				return reconcile.Result{}, client.IgnoreNotFound(ignoreConflict(err))
+				return Result{}, ignoreNotFound(ignoreConflict(err))
 			}
 			r.pulls.writes.Store(key, patched.GetResourceVersion())
 		}
 	}
 	if v.State == PullFailed {
-		return reconcile.Result{}, errors.New(v.Message)
+		return Result{}, errors.New(v.Message)
 	}
 	return res, nil
 }
@@ -297,6 +295,13 @@ func (r *Reconciler) forgetPull(key Key) {
 
 func ignoreConflict(err error) error {
 	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err

@@ -20,9 +20,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/util/workqueue"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
@@ -72,17 +70,17 @@ const retryUnreachable = 30 * time.Second
 const retryConflict = time.Minute
 
 // Reconcile brings the mirrors of one source to the desired state.
-func (r *Reconciler) Reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
 	res, err := r.reconcile(ctx, key)
 	return r.breaker.record(key, res, err)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	if key.Pull {
 		return r.reconcilePull(ctx, key)
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name)
-	ctx = ctrl.LoggerInto(ctx, log)
+	log := logf.FromContext(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name)
+	ctx = logf.IntoContext(ctx, log)
 	ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)
 
 	// 1. A source of an unknown cluster, or gone from the cache, has no
@@ -95,7 +93,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		// The kind's caches are filling: a mirror not listed yet would
 		// look missing. Once they have synced, every source of the kind
 		// is enqueued (eventSource.KindSynced).
-		return reconcile.Result{}, nil
+		return Result{}, nil
 	}
 	src, ok := c.Source(key.GVK, key.Namespace, key.Name)
 	if !ok {
@@ -138,7 +136,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	if r.opts.VerifySourceFreshness {
 		fresh, err := r.getSource(ctx, c, key)
 		if err != nil || fresh == nil {
-			return reconcile.Result{RequeueAfter: retryStale}, err
+			return Result{RequeueAfter: retryStale}, err
 		}
 		src = fresh
 		freshReq := annotations.Parse(src.GetLabels(), src.GetAnnotations())
@@ -163,7 +161,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		// breaker counts every error, so past its threshold it would turn
 		// this one into a RequeueAfter. It would also log "Reconciler
 		// error" for a user's mistake the Warning Event already reports.
-		return reconcile.Result{}, nil
+		return Result{}, nil
 	}
 
 	// 5. Hold the finalizer before the first mirror exists. meta follows
@@ -174,7 +172,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 	if !r.readOnly(c) && !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
 		var err error
 		if meta, err = r.patchSource(ctx, c, key, src, true, nil); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
+			return Result{}, ignoreNotFound(err)
 		}
 		src = src.DeepCopy() // the cached object is shared: copy before changing
 		src.SetFinalizers(meta.GetFinalizers())
@@ -187,10 +185,10 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 		// API server: if the cache is current, the claim is wrong.
 		fresh, err := r.getSourceMetadata(ctx, c, key)
 		if err != nil {
-			return reconcile.Result{}, err
+			return Result{}, err
 		}
 		if fresh == nil || fresh.GetResourceVersion() != src.GetResourceVersion() {
-			return reconcile.Result{RequeueAfter: retryStale}, nil
+			return Result{RequeueAfter: retryStale}, nil
 		}
 		again, _ := r.applyTargets(ctx, key, src, req.Transform, adopt, stale, observedAt, true)
 		sum.add(again)
@@ -203,18 +201,18 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (reconcile.Result, 
 
 // sourceClusterGone handles a source whose cluster left the fleet (only
 // the hub sees this). Its mirrors are deleted or kept, as the operator chose.
-func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string) (reconcile.Result, error) {
+func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string) (Result, error) {
 	if r.fleet.Registered(key.Cluster) {
 		// Served by another replica of a sharded hub, or coming back with
 		// new credentials: not an orphan. Its own replica reports on it.
-		return reconcile.Result{}, nil
+		return Result{}, nil
 	}
 	if !r.opts.DeleteOrphansOfUnregistered {
-		ctrl.LoggerFrom(ctx).Info("Keeping mirrors of a source whose cluster is not registered", "source", ref)
-		return reconcile.Result{}, nil
+		logf.FromContext(ctx).Info("Keeping mirrors of a source whose cluster is not registered", "source", ref)
+		return Result{}, nil
 	}
 	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
-	return reconcile.Result{}, sum.err()
+	return Result{}, sum.err()
 }
 
 // refusalsPerSecond and refusalBurst bound the SourceRefused warnings about
@@ -230,18 +228,18 @@ const (
 // within a shared budget, and writes nothing to the object, which may not
 // even be ours. Only our own finalizer, left from a time the object was a
 // source, is taken off, after the mirrors it had are removed.
-func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (reconcile.Result, error) {
+func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (Result, error) {
 	msg := fmt.Sprintf("Not mirrored: it is itself a mirror (label %s=true) of %s; remove the label %s, or annotate its source instead",
 		annotations.LabelMirror, cmp.Or(src.GetAnnotations()[annotations.AnnotationSource], "an unknown source"), annotations.LabelEnabled)
 	if !r.warned(c, src, ReasonSourceRefused, msg) {
 		r.refusalsOnce.Do(func() { r.refusals = rate.NewLimiter(refusalsPerSecond, refusalBurst) })
 		if !r.refusals.Allow() {
-			return reconcile.Result{RequeueAfter: retryConflict}, nil
+			return Result{RequeueAfter: retryConflict}, nil
 		}
 		r.warnIf(c, src, ReasonSourceRefused, true, "%s", msg)
 	}
 	if !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
-		return reconcile.Result{}, nil
+		return Result{}, nil
 	}
 	return r.removeAll(ctx, c, key, src, ref)
 }
@@ -249,25 +247,25 @@ func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key 
 // release handles a source missing from the cache: deleted, or its enabled
 // label removed. It removes the mirrors and, if the object still exists,
 // our finalizer.
-func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, ref string) (reconcile.Result, error) {
+func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, ref string) (Result, error) {
 	r.observed.Delete(key)
 	live, err := r.getSourceMetadata(ctx, c, key)
 	if err != nil {
-		return reconcile.Result{}, err
+		return Result{}, err
 	}
 	if live != nil && live.GetDeletionTimestamp() == nil && live.GetLabels()[annotations.LabelEnabled] == "true" {
 		// Enabled and alive: our cache has not seen it yet. Its add event
 		// will come; do not touch its mirrors meanwhile.
-		return reconcile.Result{RequeueAfter: retryStale}, nil
+		return Result{RequeueAfter: retryStale}, nil
 	}
 	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
 	if err := sum.err(); err != nil {
-		return reconcile.Result{}, err
+		return Result{}, err
 	}
 	if live != nil && !r.readOnly(c) && slices.Contains(live.GetFinalizers(), r.opts.Identity.Finalizer) {
 		fins := withoutFinalizer(live.GetFinalizers(), r.opts.Identity.Finalizer)
 		if _, err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
+			return Result{}, ignoreNotFound(err)
 		}
 	}
 	if live != nil && sum.deleted > 0 {
@@ -276,17 +274,17 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 	if live == nil {
 		r.forget(key)
 	}
-	return reconcile.Result{}, nil
+	return Result{}, nil
 }
 
 // removeAll deletes every mirror of a source that wants none from us and
 // then lets go of it: finalizer removed, our part of the status cleared. A
 // deleted source whose mirrors sit in unreachable clusters is held up to
 // CleanupTimeout; the orphan sweep removes those mirrors later.
-func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (reconcile.Result, error) {
+func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (Result, error) {
 	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
 	if err := sum.err(); err != nil {
-		return reconcile.Result{}, err
+		return Result{}, err
 	}
 	if sum.deleted > 0 {
 		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
@@ -295,18 +293,18 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 	if del := src.GetDeletionTimestamp(); del != nil && len(unreachable) > 0 {
 		if wait := r.opts.CleanupTimeout - time.Since(del.Time); r.opts.CleanupTimeout == 0 || wait > 0 {
 			r.warnIf(c, src, ReasonClusterUnreachable, true, "Waiting to remove mirrors in unreachable clusters: %s", joinLimited(unreachable))
-			return reconcile.Result{RequeueAfter: min(max(wait, time.Second), retryUnreachable)}, nil
+			return Result{RequeueAfter: min(max(wait, time.Second), retryUnreachable)}, nil
 		}
 	}
 	if r.readOnly(c) {
-		return reconcile.Result{}, nil // the finalizer and status are its serving replica's
+		return Result{}, nil // the finalizer and status are its serving replica's
 	}
 	var part *string
 	if src.GetDeletionTimestamp() == nil {
 		part = new(string) // clear our part of the status
 	}
 	_, err := r.patchSource(ctx, c, key, src, false, part)
-	return reconcile.Result{}, client.IgnoreNotFound(err)
+	return Result{}, ignoreNotFound(err)
 }
 
 // applyTargets writes the mirror of src into every target, in parallel.
@@ -383,7 +381,7 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 // finish reports the outcome of a reconcile and says when to come back.
 // meta is the source's metadata as this reconcile last wrote it (src's
 // when it wrote nothing).
-func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary) (reconcile.Result, error) {
+func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary) (Result, error) {
 	line := statusLine(plan, sum, r.opts.Scope == ScopeRemote)
 	if len(sum.errors) > 0 && r.breaker.open(key) {
 		line += "; retries backing off"
@@ -411,24 +409,24 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		joinLimited(plan.Elsewhere), key.Cluster)
 	if r.opts.WriteStatus && plan.Pending == 0 && !r.readOnly(c) {
 		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
+			return Result{}, ignoreNotFound(err)
 		}
 	}
 	if err := sum.err(); err != nil {
-		return reconcile.Result{}, err
+		return Result{}, err
 	}
 	if len(plan.Unreachable) > 0 {
-		return reconcile.Result{RequeueAfter: retryUnreachable}, nil
+		return Result{RequeueAfter: retryUnreachable}, nil
 	}
 	if plan.Pending > 0 {
-		return reconcile.Result{RequeueAfter: retryStale}, nil
+		return Result{RequeueAfter: retryStale}, nil
 	}
 	if len(sum.conflicts) > 0 {
 		// Objects that are not ours are not watched: look again now and
 		// then, so the mirror appears once the name is free.
-		return reconcile.Result{RequeueAfter: retryConflict}, nil
+		return Result{RequeueAfter: retryConflict}, nil
 	}
-	return reconcile.Result{}, nil
+	return Result{}, nil
 }
 
 // reportPlan warns about targets that matched but cannot be written, once

@@ -15,11 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
@@ -381,7 +379,7 @@ func (c *connection) pokeProbe() {
 // server answers, starts the watches, and probes its health until the
 // connection is stopped.
 func (f *Fleet) start(ctx context.Context, c *connection) {
-	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.spec.Name)
+	log := logf.FromContext(ctx).WithValues("cluster", c.spec.Name)
 	var events *lazyRecorder
 	if c.events == nil {
 		events = &lazyRecorder{log: log, start: func() (record.EventRecorder, func(), error) {
@@ -423,7 +421,7 @@ func (f *Fleet) step(ctx context.Context, c *connection) {
 	next := f.opts.ProbeInterval
 	if !c.started.Load() {
 		if err := f.ping(ctx, c); err != nil {
-			ctrl.LoggerFrom(ctx).Info("Cluster not ready", "cluster", c.spec.Name, "error", err.Error())
+			logf.FromContext(ctx).Info("Cluster not ready", "cluster", c.spec.Name, "error", err.Error())
 			f.probeFailed(c)
 			f.setUp(c, false)
 		} else {
@@ -451,7 +449,7 @@ func (f *Fleet) step(ctx context.Context, c *connection) {
 // answers, so that its pending changes land seconds after it is back. It
 // returns when to probe next.
 func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
-	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.spec.Name)
+	log := logf.FromContext(ctx).WithValues("cluster", c.spec.Name)
 	synced := c.cluster.NamespacesSynced()
 	var err error
 	if synced {
@@ -562,7 +560,7 @@ func (f *Fleet) disengage(c *connection, cause error) {
 		}
 		f.mu.Unlock()
 	}()
-	log := ctrl.LoggerFrom(f.ctx).WithValues("cluster", name)
+	log := logf.FromContext(f.ctx).WithValues("cluster", name)
 	log.Info("Disengaging cluster", "leaving", gone)
 	switch {
 	case !gone || c.spec.ReadOnly:
@@ -736,19 +734,11 @@ func (f *Fleet) WaitForLocal(ctx context.Context) error {
 // sends on that client's connections: those of a cluster that can go away
 // are then closed with it.
 func NewRecorder(cfg *rest.Config, httpClient *http.Client, component string) (record.EventRecorder, func(), error) {
-	// The core/v1 group client, not the whole clientset, which would link
-	// every API group's typed client into the binary.
-	var core *typedcorev1.CoreV1Client
-	var err error
-	if httpClient != nil {
-		core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient)
-	} else {
-		core, err = typedcorev1.NewForConfig(cfg)
-	}
+	sink, err := newEventSink(cfg, httpClient)
 	if err != nil {
 		return nil, nil, err
 	}
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.Events("")})
-	return b.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown, nil
+	b.StartRecordingToSink(sink)
+	return b.NewRecorder(coreScheme, corev1.EventSource{Component: component}), b.Shutdown, nil
 }

@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
@@ -22,7 +22,7 @@ import (
 func releaseSources(ctx context.Context, c *clusters.Cluster, finalizer, fieldManager string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	log := ctrl.LoggerFrom(ctx).WithValues("cluster", c.Name())
+	log := logf.FromContext(ctx).WithValues("cluster", c.Name())
 	for _, gvk := range c.Watched() {
 		for _, src := range c.Sources(gvk) {
 			fins := src.GetFinalizers()

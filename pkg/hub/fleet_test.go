@@ -12,7 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
@@ -133,7 +134,7 @@ func TestRefusedRegistrations(t *testing.T) {
 
 // hubSeries reports whether the hub exports a series of metric for cluster.
 func hubSeries(metric, cluster string) bool {
-	families, err := ctrlmetrics.Registry.Gather()
+	families, err := metrics.Registry.Gather()
 	if err != nil {
 		return false
 	}

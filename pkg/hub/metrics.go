@@ -2,7 +2,8 @@ package hub
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
 // The hub's per-cluster series, kept by its fleet (fleet.Metrics). The
@@ -23,5 +24,5 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(clusterUp, probeFailures, registeredClusters)
+	metrics.Registry.MustRegister(clusterUp, probeFailures, registeredClusters)
 }

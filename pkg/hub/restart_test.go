@@ -10,7 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
@@ -87,5 +88,5 @@ func sumSeries(metric, label, value string) float64 {
 
 // seriesWith returns the hub's series of metric with label=value.
 func seriesWith(metric, label, value string) []*dto.Metric {
-	return fleettest.Gather(ctrlmetrics.Registry).Series(metric, label, value)
+	return fleettest.Gather(metrics.Registry).Series(metric, label, value)
 }

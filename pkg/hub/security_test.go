@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	capisecret "sigs.k8s.io/cluster-api/util/secret"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/controller"
@@ -112,7 +113,7 @@ func TestRegistrationByMirroringIsRefused(t *testing.T) {
 
 // registeredClusters reads the hub's fleetmirror_hub_registered_clusters.
 func registeredClusters() float64 {
-	families, _ := ctrlmetrics.Registry.Gather()
+	families, _ := metrics.Registry.Gather()
 	for _, f := range families {
 		if f.GetName() == "fleetmirror_hub_registered_clusters" && len(f.GetMetric()) == 1 {
 			return f.GetMetric()[0].GetGauge().GetValue()

@@ -10,7 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
@@ -23,7 +24,7 @@ func circuitOpen(kind string) float64 {
 // gaugeWith returns the agent's gauge metric with label=value, and whether
 // it exists.
 func gaugeWith(metric, label, value string) (float64, bool) {
-	series := fleettest.Gather(ctrlmetrics.Registry).Series(metric, label, value)
+	series := fleettest.Gather(metrics.Registry).Series(metric, label, value)
 	if len(series) == 0 {
 		return 0, false
 	}

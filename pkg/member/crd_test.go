@@ -12,7 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 )
@@ -186,7 +187,7 @@ func TestDiscoveredKindsAndLazyWatches(t *testing.T) {
 // for kind (its metric label, group/Kind outside the core group) in this
 // cluster.
 func watchedKind(kind string) bool {
-	families, err := ctrlmetrics.Registry.Gather()
+	families, err := metrics.Registry.Gather()
 	if err != nil {
 		return false
 	}

@@ -1,14 +1,13 @@
 // Package metrics is the last stage of the mirroring pipeline, beside status
-// and events: the Prometheus series both binaries export, registered on
-// controller-runtime's registry so they are served with its own. Labels are
-// bounded (cluster, kind, result); never a namespace or an object name.
+// and events: the Prometheus series both binaries export, on Registry.
+// Labels are bounded (cluster, kind, result); never a namespace or an
+// object name.
 package metrics
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fleetmirror/fleetmirror/pkg/version"
 )
@@ -99,7 +98,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, ClusterUp, RegistrationErrors, BuildInfo)
+	Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, ClusterUp, RegistrationErrors, BuildInfo)
 	BuildInfo.WithLabelValues(version.Version, version.Revision, version.GoVersion).Set(1)
 }
 

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // The series of pull mirrors: objects their namespace's owner labelled
@@ -23,5 +22,5 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(PullOperations, PullMirrors)
+	Registry.MustRegister(PullOperations, PullMirrors)
 }

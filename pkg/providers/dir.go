@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
@@ -81,7 +81,7 @@ type dirFile struct {
 }
 
 func (d *dirSync) sync(ctx context.Context) {
-	log := ctrl.LoggerFrom(ctx).WithValues("dir", d.p.Dir)
+	log := logf.FromContext(ctx).WithValues("dir", d.p.Dir)
 	entries, err := os.ReadDir(d.p.Dir)
 	if err != nil {
 		// Keep what is engaged: a directory that cannot be read now says
@@ -151,5 +151,5 @@ func (d *dirSync) refuse(ctx context.Context, path, metric, msg string) {
 	}
 	d.refused[path] = msg
 	metrics.RegistrationErrors.WithLabelValues(metric).Inc()
-	ctrl.LoggerFrom(ctx).Info("Kubeconfig file refused", "file", path, "reason", msg)
+	logf.FromContext(ctx).Info("Kubeconfig file refused", "file", path, "reason", msg)
 }

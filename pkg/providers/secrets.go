@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
@@ -116,7 +116,7 @@ type secretsSync struct {
 
 // sync makes the engaged clusters match the registration Secrets.
 func (s *secretsSync) sync(ctx context.Context, informers []cache.SharedIndexInformer) {
-	log := ctrl.LoggerFrom(ctx)
+	log := logf.FromContext(ctx)
 	var secrets []*corev1.Secret
 	seen := map[string]bool{}
 	for _, inf := range informers {

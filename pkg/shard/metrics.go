@@ -2,7 +2,8 @@ package shard
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
 // The series of a sharded hub replica. Each replica publishes its own; the
@@ -27,7 +28,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(servedClusters, liveReplicas, reassignments, leaseFresh)
+	metrics.Registry.MustRegister(servedClusters, liveReplicas, reassignments, leaseFresh)
 	leaseFresh.Set(1) // a hub without sharding is never fenced
 	// Both directions exist from the start, at 0, so that increase() sees
 	// the first reassignment and a hub without sharding exports them too.

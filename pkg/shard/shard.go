@@ -10,7 +10,7 @@ import (
 
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 )
@@ -77,7 +77,7 @@ func (p *Provider) Run(ctx context.Context, e fleet.Engager) error {
 	}
 	s.leases = &leases{client: client.Leases(p.Namespace), name: leaseName(p.Group, p.Identity), identity: p.Identity,
 		group: p.Group, duration: p.LeaseDuration, changed: s.trigger, peers: map[string]*peer{}}
-	return s.run(ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithName("shard").WithValues("replica", p.Identity)))
+	return s.run(logf.IntoContext(ctx, logf.FromContext(ctx).WithName("shard").WithValues("replica", p.Identity)))
 }
 
 // registration is one cluster as Inner engaged it.
@@ -198,7 +198,7 @@ func (s *sharder) run(ctx context.Context) error {
 
 // renew keeps this replica's Lease renewed with its claims.
 func (s *sharder) renew(ctx context.Context) {
-	log := ctrl.LoggerFrom(ctx)
+	log := logf.FromContext(ctx)
 	for {
 		s.mu.Lock()
 		claims := slices.Sorted(maps.Keys(s.claims))
@@ -222,7 +222,7 @@ func (s *sharder) renew(ctx context.Context) {
 // step brings the engagements in line with the assignment of the
 // registered clusters over the live replicas.
 func (s *sharder) step(ctx context.Context) {
-	log := ctrl.LoggerFrom(ctx)
+	log := logf.FromContext(ctx)
 	fresh := s.leases.fresh(s.renewD)
 	live := s.leases.live()
 	if fresh {
@@ -357,7 +357,7 @@ func (s *sharder) serve(ctx context.Context, name string, reg *registration, h *
 	// logs tell the replicas' writes apart.
 	spec.Config = rest.CopyConfig(spec.Config)
 	spec.Config.UserAgent = UserAgent(s.opts.Identity)
-	ctrl.LoggerFrom(ctx).Info("Serving the cluster", "cluster", name)
+	logf.FromContext(ctx).Info("Serving the cluster", "cluster", name)
 	h.state = serving
 	reassignments.WithLabelValues("acquired").Inc()
 	s.engage(ctx, ectx, spec, h.cancel)
@@ -396,7 +396,7 @@ func (s *sharder) specOf(reg *registration) fleet.Spec {
 func (s *sharder) engage(ctx context.Context, ectx context.Context, spec fleet.Spec, cancel context.CancelCauseFunc) {
 	do := func() {
 		if err := s.e.Engage(ectx, spec); err != nil && ectx.Err() == nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Cannot engage the cluster", "cluster", spec.Name)
+			logf.FromContext(ctx).Error(err, "Cannot engage the cluster", "cluster", spec.Name)
 			if cancel != nil {
 				cancel(nil)
 			}
@@ -417,7 +417,7 @@ func (s *sharder) engagementLeft(ctx context.Context, l leftEngagement) {
 	if h == nil || h.gen != l.gen || h.state != releasing {
 		return
 	}
-	ctrl.LoggerFrom(ctx).Info("Handed the cluster over", "cluster", l.name)
+	logf.FromContext(ctx).Info("Handed the cluster over", "cluster", l.name)
 	h.state = idle
 	s.claim(l.name, false)
 	s.mu.Lock()

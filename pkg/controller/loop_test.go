@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+)
+
+// The worker loop, with a reconciler that follows a script per source:
+// each source is reconciled until its script says done, an error or a
+// panic is retried (a panic counted), RequeueAfter comes back after its
+// delay, no more reconciles run at once than there are workers, the
+// series count every outcome, and Run returns once the reconcile in
+// flight at cancellation has returned.
+func TestWorkerLoop(t *testing.T) {
+	g := NewWithT(t)
+	name := fmt.Sprintf("loop-test-%d", time.Now().UnixNano()) // the series are global; -count runs again
+	type step struct {
+		res   Result
+		err   error
+		panic bool
+	}
+	scripts := map[string][]step{
+		"once":     {{}},
+		"fails":    {{err: errors.New("boom")}, {err: errors.New("boom")}, {}},
+		"requeues": {{res: Result{RequeueAfter: 50 * time.Millisecond}}, {}},
+		"panics":   {{panic: true}, {}},
+	}
+	var (
+		mu       sync.Mutex
+		calls    = map[string]int{}
+		lastCall = map[string]time.Time{}
+		gaps     = map[string]time.Duration{}
+		running  atomic.Int32
+		maxRun   atomic.Int32
+	)
+	p := &Pipeline{
+		opts: Options{Name: name, Workers: 2},
+		reconcile: func(_ context.Context, k Key) (Result, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := maxRun.Load(); n > m && !maxRun.CompareAndSwap(m, n); m = maxRun.Load() {
+			}
+			time.Sleep(time.Millisecond) // overlap the workers
+			mu.Lock()
+			i := calls[k.Name]
+			calls[k.Name]++
+			if !lastCall[k.Name].IsZero() {
+				gaps[k.Name] = time.Since(lastCall[k.Name])
+			}
+			lastCall[k.Name] = time.Now()
+			mu.Unlock()
+			s := scripts[k.Name]
+			if i >= len(s) {
+				return Result{}, nil
+			}
+			if s[i].panic {
+				panic("scripted")
+			}
+			return s[i].res, s[i].err
+		},
+		feed: func(_ context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
+			for n := range scripts {
+				q.Add(Key{Name: n})
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+
+	want := map[string]int{"once": 1, "fails": 3, "requeues": 2, "panics": 2}
+	g.Eventually(func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(calls)
+	}, "5s", "10ms").Should(Equal(want))
+	g.Consistently(func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(calls)
+	}, "200ms", "10ms").Should(Equal(want), "a source that succeeded is not reconciled again")
+	mu.Lock()
+	g.Expect(gaps["requeues"]).To(BeNumerically(">=", 50*time.Millisecond), "RequeueAfter is honoured")
+	mu.Unlock()
+	g.Expect(maxRun.Load()).To(BeNumerically("<=", 2), "no more reconciles at once than workers")
+
+	g.Expect(testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(name, "success"))).To(Equal(4.0))
+	g.Expect(testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(name, "error"))).To(Equal(3.0))
+	g.Expect(testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(name, "requeue_after"))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(metrics.ReconcileErrors.WithLabelValues(name))).To(Equal(3.0))
+	g.Expect(testutil.ToFloat64(metrics.ReconcilePanics.WithLabelValues(name))).To(Equal(1.0))
+	g.Expect(testutil.ToFloat64(metrics.MaxWorkers.WithLabelValues(name))).To(Equal(2.0))
+	g.Expect(testutil.ToFloat64(metrics.ActiveWorkers.WithLabelValues(name))).To(Equal(0.0))
+
+	cancel()
+	g.Eventually(done, "5s").Should(Receive(BeNil()))
+
+	// A reconcile in flight at cancellation: Run waits for it.
+	var returned atomic.Bool
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	p.feed = func(_ context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
+		q.Add(Key{Name: "slow"})
+		return nil
+	}
+	p.reconcile = func(ctx context.Context, _ Key) (Result, error) {
+		close(started)
+		<-ctx.Done()
+		time.Sleep(100 * time.Millisecond)
+		returned.Store(true)
+		return Result{}, ctx.Err()
+	}
+	go func() { done <- p.Run(ctx) }()
+	g.Eventually(started, "5s").Should(BeClosed())
+	cancel()
+	g.Eventually(done, "5s").Should(Receive(BeNil()))
+	g.Expect(returned.Load()).To(BeTrue(), "Run returned before the reconcile in flight")
+}
