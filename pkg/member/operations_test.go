@@ -1,6 +1,7 @@
 package member_test
 
 import (
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -92,4 +94,66 @@ func TestOperations(t *testing.T) {
 
 	// The mirror stays; mirrors are not cleaned up on shutdown.
 	g.Expect(secretsIn("ops", ns[1])).To(Equal([]string{ns[1]}))
+}
+
+// An agent whose Lease is taken by another holder stops leading and Run
+// returns an error that says so: the process exits and comes back as a
+// candidate, as with controller-runtime's manager. It does not write the
+// Lease back: the other holder keeps it.
+func TestLeadershipLost(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespaces(t, "lost", nil, "lease")
+	stopAgent(t) // the default agent comes back at cleanup
+	a := startAgent(
+		"--leader-elect", "--leader-election-namespace="+ns[0], "--leader-election-id=fm-lost-test",
+		"--leader-election-lease-duration=2s", "--leader-election-renew-deadline=1500ms", "--leader-election-retry-period=200ms",
+	)
+	returned := false
+	t.Cleanup(func() {
+		pastLogs = append(pastLogs, a.requests)
+		if !returned {
+			a.stop()
+		}
+	})
+
+	key := client.ObjectKey{Namespace: ns[0], Name: "fm-lost-test"}
+	lease := &coordinationv1.Lease{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(t.Context(), key, lease)).To(Succeed())
+		g.Expect(lease.Spec.HolderIdentity).To(HaveValue(Not(BeEmpty())))
+	}, timeout, poll).Should(Succeed())
+
+	g.Eventually(func() error {
+		if err := k8s.Get(t.Context(), key, lease); err != nil {
+			return err
+		}
+		lease.Spec.HolderIdentity = ptr.To("intruder")
+		return k8s.Update(t.Context(), lease)
+	}, timeout, poll).Should(Succeed())
+
+	select {
+	case err := <-a.done:
+		returned = true
+		g.Expect(err).To(MatchError(ContainSubstring("leadership lost")))
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return within 15s of losing its Lease")
+	}
+	g.Expect(k8s.Get(t.Context(), key, lease)).To(Succeed())
+	g.Expect(lease.Spec.HolderIdentity).To(HaveValue(Equal("intruder")), "the Lease was written back")
+}
+
+// An endpoint whose address is taken fails the start, naming it.
+func TestEndpointAddressTaken(t *testing.T) {
+	g := NewWithT(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer ln.Close()
+	a := startAgent("--metrics-bind-address=" + ln.Addr().String())
+	select {
+	case err := <-a.done:
+		g.Expect(err).To(MatchError(ContainSubstring("serving metrics on " + ln.Addr().String())))
+	case <-time.After(15 * time.Second):
+		a.stop()
+		t.Fatal("Run did not fail within 15s")
+	}
 }
