@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -94,5 +95,69 @@ func runFloor(ctx context.Context, b *bench, members int) (_ *floor, err error) 
 	}
 	fl := &floor{Objects: len(objs), Workers: b.opts.floorWorkers, Seconds: seen.Sub(start).Seconds(), CreatedSeconds: created.Seconds()}
 	progress("%s: floor: %d objects seen in %.3fs (creates returned after %.3fs)", b.workload, fl.Objects, fl.Seconds, fl.CreatedSeconds)
+
+	if fl.Updates, err = b.updateFloor(ctx, tr, byName); err != nil {
+		return nil, fmt.Errorf("update floor: %w", err)
+	}
+	if u := fl.Updates; u != nil {
+		progress("%s: floor: updates p50 %.3fs p95 %.3fs max %.3fs", b.workload, u.P50, u.P95, u.Max)
+	}
 	return fl, nil
+}
+
+// floorUpdateRounds bounds the rounds of the update floor: its p95 needs a
+// few dozen, the agent's updates are the figure that needs a hundred.
+const floorUpdateRounds = 40
+
+// updateFloor measures the best update propagation on this machine: one
+// source's objects in every target are rewritten by the plain client, a
+// whole object each (a PUT, as the agent writes a changed mirror),
+// floorWorkers at a time, and each round is timed until the bench's watch
+// has seen them all, as an update of the agent is timed. The agent adds
+// to that the source's own write and event, and its reconcile.
+func (b *bench) updateFloor(ctx context.Context, tr *tracker, byName map[string]*cluster) (*latencies, error) {
+	rounds := min(b.scale.Updates, floorUpdateRounds)
+	var lat []float64
+	for i := range rounds {
+		src := b.sources[i%len(b.sources)]
+		data := maps.Clone(src.data) // the sources are seeded later with their own data
+		data[fmt.Sprintf("key-%d", i%sourceKeys)] = b.value()
+		s := *src
+		s.data, s.digest = data, digest(data)
+		g := tr.expect(b.want([]*source{&s}, b.targets))
+		start := time.Now()
+		err := parallel(ctx, len(b.targets), b.opts.floorWorkers, func(ctx context.Context, j int) error {
+			t := b.targets[j]
+			c := byName[t.cluster]
+			meta := metav1.ObjectMeta{
+				Namespace: t.namespace, Name: s.Name,
+				Labels: map[string]string{annotations.LabelMirror: "true", annotations.LabelManagedBy: "floor"},
+				Annotations: map[string]string{
+					annotations.AnnotationSource:      s.Namespace + "/" + s.Name,
+					annotations.AnnotationContentHash: s.digest,
+				},
+			}
+			var err error
+			if s.Kind == kindSecret {
+				_, err = c.cs.CoreV1().Secrets(t.namespace).Update(ctx, &corev1.Secret{ObjectMeta: meta, Data: data}, metav1.UpdateOptions{})
+			} else {
+				_, err = c.cs.CoreV1().ConfigMaps(t.namespace).Update(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: toStrings(data)}, metav1.UpdateOptions{})
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		at, err := tr.wait(ctx, g, b.opts.timeout, nil)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, at.Sub(start).Seconds())
+	}
+	if len(lat) == 0 {
+		return nil, nil
+	}
+	l := summarize(lat)
+	l.MirrorsPerUpdate = len(b.targets)
+	return l, nil
 }
