@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
@@ -128,30 +127,8 @@ func TestCheckResourceTypesServerDown(t *testing.T) {
 // unknown kind, while the kinds of every other group are checked as
 // usual.
 func TestCheckResourceTypesAggregatedAPIDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
-	fleet, err := fleettest.Start("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := fleet.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	ctx := context.Background()
-	if err := fleet.Hub.Client.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": "v1.broken.example.com"},
-		"spec": map[string]any{
-			"group": "broken.example.com", "version": "v1",
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"service":               map[string]any{"namespace": "default", "name": "no-such-service"},
-			"insecureSkipTLSVerify": true,
-		},
-	}}); err != nil {
+	fleet, ctx := fleettest.APIServer(t)
+	if err := fleet.Hub.Client.Create(ctx, fleettest.UnavailableAPIService(schema.GroupVersion{Group: "broken.example.com", Version: "v1"})); err != nil {
 		t.Fatal(err)
 	}
 	check := func(kinds string) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // events records what a Cluster's watches report, by watch and name.
@@ -58,7 +59,7 @@ func (e *events) Pull(_ string, _ schema.GroupVersionKind, o *unstructured.Unstr
 // that are not namespaced or not served cannot be watched.
 func TestClusterWatches(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := clusters.APIServer(t)
+	fleet, ctx := fleettest.APIServer(t)
 	k8s := fleet.Hub.Client
 	ev := &events{got: map[string][]string{}}
 	c, err := clusters.New(fleet.Hub.Config, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByMember, Handler: ev})

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // newDiscovery returns a discovery client of cfg's API server, and the
@@ -77,7 +78,7 @@ func resourceScopes(lists []*metav1.APIResourceList) map[string]bool {
 // server is missing failing alone, with everything else still found.
 func TestDiscovery(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := clusters.APIServer(t)
+	fleet, ctx := fleettest.APIServer(t)
 	d, requests := newDiscovery(t, fleet.Hub.Config, false)
 	widgetsV1 := schema.GroupVersion{Group: "example.com", Version: "v1"}
 
@@ -204,7 +205,7 @@ func TestDiscovery(t *testing.T) {
 	// answered with 503 in the legacy ones. It alone fails; everything else
 	// is still found.
 	broken := schema.GroupVersion{Group: "broken.example.com", Version: "v1"}
-	g.Expect(fleet.Hub.Client.Create(ctx, brokenAPIService(broken))).To(Succeed())
+	g.Expect(fleet.Hub.Client.Create(ctx, fleettest.UnavailableAPIService(broken))).To(Succeed())
 	var partial *clusters.PartialDiscoveryError
 	g.Eventually(func() error {
 		lists, err = d.GroupsAndResources(ctx)
@@ -239,22 +240,6 @@ func crdVersion(name string, storage bool) map[string]any {
 			"type": "object", "x-kubernetes-preserve-unknown-fields": true,
 		}},
 	}
-}
-
-// brokenAPIService registers gv as an aggregated API served by a Service
-// that does not exist.
-func brokenAPIService(gv schema.GroupVersion) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": gv.Version + "." + gv.Group},
-		"spec": map[string]any{
-			"group": gv.Group, "version": gv.Version,
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"service":               map[string]any{"namespace": "default", "name": "no-such-service"},
-			"insecureSkipTLSVerify": true,
-		},
-	}}
 }
 
 // discoveryServer answers each path with its document (marshalled to

@@ -38,7 +38,7 @@ func refusedAddress(t *testing.T) string {
 // no kind watched in a healthy cluster, and it stops no watch there either.
 func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := clusters.APIServer(t)
+	fleet, ctx := fleettest.APIServer(t)
 
 	opts := clusters.Options{ManagedBy: annotations.ManagedByMember, Handler: ignoreEvents{}}
 	opts.Name = "healthy"
@@ -91,7 +91,7 @@ func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
 // at the first refusal would leave ConfigMaps unwatched almost every time.
 func TestKindsForbiddenKindIsSkipped(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := clusters.APIServer(t)
+	fleet, ctx := fleettest.APIServer(t)
 
 	// An identity that may use namespaces and ConfigMaps only.
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "configmaps-only"}, Rules: []rbacv1.PolicyRule{
@@ -150,7 +150,7 @@ func TestKindsForbiddenKindIsSkipped(t *testing.T) {
 // here) in between. Then it is a pull mirror's turn, in a kind of its own.
 func TestKindsNoticeNewSourcesWithoutPolling(t *testing.T) {
 	g := NewWithT(t)
-	fleet, ctx := clusters.APIServer(t)
+	fleet, ctx := fleettest.APIServer(t)
 	var requests fleettest.Requests
 	cfg := rest.CopyConfig(fleet.Hub.Config)
 	cfg.Wrap(requests.Wrap)

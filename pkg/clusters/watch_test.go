@@ -12,6 +12,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -335,7 +337,7 @@ func TestWatchLoop(t *testing.T) {
 // labelled objects, hears every later change once, and costs one
 // goroutine of its own (and one of its HTTP/2 stream) while it runs.
 func TestWatchOnAPIServer(t *testing.T) {
-	fleet, ctx := APIServer(t)
+	fleet, ctx := fleettest.APIServer(t)
 	k8s := fleet.Hub.Client
 	g := NewWithT(t)
 	c, err := New(fleet.Hub.Config, Options{Name: "one", ManagedBy: "test", Handler: nopHandler{}})
@@ -420,7 +422,7 @@ func (nopHandler) Namespace(string, *metav1.PartialObjectMetadata)              
 // With Options.WatchConnection the watch streams go over a connection of
 // their own and the writes over the other; without it, over one.
 func TestWatchConnection(t *testing.T) {
-	fleet, ctx := APIServer(t)
+	fleet, ctx := fleettest.APIServer(t)
 	secrets := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	inFlight := func(t *closingTransport) int {
 		if t == nil {

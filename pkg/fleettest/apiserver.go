@@ -1,20 +1,18 @@
-package clusters
+package fleettest
 
 import (
 	"context"
 	"testing"
-
-	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // APIServer starts an API server for one test, stopped when it ends; the
-// context ends first.
-func APIServer(t *testing.T) (*fleettest.Fleet, context.Context) {
+// context ends first. With -short the test is skipped.
+func APIServer(t testing.TB) (*Fleet, context.Context) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts an API server")
 	}
-	fleet, err := fleettest.Start("")
+	fleet, err := Start("")
 	if err != nil {
 		t.Fatal(err)
 	}
