@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,6 +118,11 @@ const floorUpdateRounds = 40
 // to that the source's own write and event, and its reconcile.
 func (b *bench) updateFloor(ctx context.Context, tr *tracker, byName map[string]*cluster) (*latencies, error) {
 	rounds := min(b.scale.Updates, floorUpdateRounds)
+	clusters := slices.Collect(maps.Values(byName))
+	cpuBefore, err := controlPlaneCPU(clusters)
+	if err != nil {
+		return nil, err
+	}
 	var lat []float64
 	for i := range rounds {
 		src := b.sources[i%len(b.sources)]
@@ -157,7 +163,12 @@ func (b *bench) updateFloor(ctx context.Context, tr *tracker, byName map[string]
 	if len(lat) == 0 {
 		return nil, nil
 	}
+	cpuAfter, err := controlPlaneCPU(clusters)
+	if err != nil {
+		return nil, err
+	}
 	l := summarize(lat)
 	l.MirrorsPerUpdate = len(b.targets)
+	l.ControlPlaneCPU = (cpuAfter - cpuBefore) / float64(len(lat))
 	return l, nil
 }

@@ -100,6 +100,11 @@ type latencies struct {
 	// in the phase over the number of updates; it should equal
 	// MirrorsPerUpdate.
 	AgentWritesPerUpdate float64 `json:"agentWritesPerUpdate"`
+	// ControlPlaneCPU is the CPU seconds the API servers and their etcds
+	// used per update, over the whole phase (controlPlaneCPU).
+	ControlPlaneCPU float64 `json:"controlPlaneCPUPerUpdate"`
+	// AgentCPU is the agent's CPU seconds per update (not for the floor).
+	AgentCPU float64 `json:"agentCPUPerUpdate,omitempty"`
 }
 
 type timed struct {
@@ -349,6 +354,7 @@ func (r *Result) print(w io.Writer) {
 		if u := f.Updates; u != nil {
 			row("update floor p50 / p95 / max", fmt.Sprintf("%.3fs / %.3fs / %.3fs", u.P50, u.P95, u.Max),
 				fmt.Sprintf("%d rounds: one source's %d objects rewritten (PUT) by the plain client, %d writers, until the bench's watch saw them", u.Count, u.MirrorsPerUpdate, f.Workers))
+			row("  control-plane CPU per round", fmt.Sprintf("%.3fs", u.ControlPlaneCPU), "kube-apiserver and etcd, utime+stime over the rounds")
 		}
 	}
 	if c := r.Convergence; c != nil {
@@ -362,6 +368,12 @@ func (r *Result) print(w io.Writer) {
 		row("2 update propagation p50", fmt.Sprintf("%.3fs", u.P50), fmt.Sprintf("%d updates x %d mirrors", u.Count, u.MirrorsPerUpdate))
 		row("  p95 / p99 / max", fmt.Sprintf("%.3fs / %.3fs / %.3fs", u.P95, u.P99, u.Max), fmt.Sprintf("mean %.3fs", u.Mean))
 		row("  agent writes per update", fmt.Sprintf("%.2f", u.AgentWritesPerUpdate), "to Secrets/ConfigMaps; should equal the mirrors per update")
+		detail := "kube-apiserver and etcd of every cluster, utime+stime over the updates"
+		if r.Floor != nil && r.Floor.Updates != nil && r.Floor.Updates.ControlPlaneCPU > 0 {
+			detail += fmt.Sprintf("; %.2f x the update floor's", u.ControlPlaneCPU/r.Floor.Updates.ControlPlaneCPU)
+		}
+		row("  control-plane CPU per update", fmt.Sprintf("%.3fs", u.ControlPlaneCPU), detail)
+		row("  agent CPU per update", fmt.Sprintf("%.3fs", u.AgentCPU), "utime+stime over the updates")
 	}
 	if n := r.NewNamespace; n != nil {
 		row("3 new namespace", fmt.Sprintf("%.3fs", n.Seconds), fmt.Sprintf("%d mirrors", n.Mirrors))

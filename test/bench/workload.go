@@ -58,6 +58,8 @@ type cluster struct {
 	ctrl    client.Client
 	raw     rest.Interface
 	counter *requestCounter
+	// controlPlanePids are its kube-apiserver's and etcd's (controlPlane).
+	controlPlanePids []int
 }
 
 func newCluster(name string, fc *fleettest.Cluster) (*cluster, error) {
@@ -731,6 +733,10 @@ func (b *bench) updates(ctx context.Context) error {
 		return err
 	}
 	progress("%s: %d updates, %d mirrors each", b.workload, b.scale.Updates, len(b.targets))
+	cpuBefore, err := b.cpuUse()
+	if err != nil {
+		return err
+	}
 	var lat []float64
 	for i := range b.scale.Updates {
 		s := b.sources[i%len(b.sources)]
@@ -755,6 +761,10 @@ func (b *bench) updates(ctx context.Context) error {
 			}
 		}
 	}
+	cpuAfter, err := b.cpuUse()
+	if err != nil {
+		return err
+	}
 	if _, err := b.agent.waitIdle(ctx, 0, b.opts.timeout); err != nil {
 		return err
 	}
@@ -763,6 +773,8 @@ func (b *bench) updates(ctx context.Context) error {
 		return err
 	}
 	b.res.Updates = summarize(lat)
+	b.res.Updates.ControlPlaneCPU = (cpuAfter.controlPlane - cpuBefore.controlPlane) / float64(len(lat))
+	b.res.Updates.AgentCPU = (cpuAfter.agent - cpuBefore.agent) / float64(len(lat))
 	b.res.Updates.MirrorsPerUpdate = len(b.targets)
 	var writes float64
 	for _, cost := range ph.Clusters {
