@@ -16,13 +16,21 @@ import (
 // waits for. Several registered clusters may share one API server: each
 // process is counted once.
 func controlPlaneCPU(clusters []*cluster) (float64, error) {
+	var procs map[int][]string // read once, for the clusters not yet resolved
 	pids := map[int]struct{}{}
 	for _, c := range clusters {
-		ps, err := c.controlPlane()
-		if err != nil {
-			return 0, err
+		if c.controlPlanePids == nil {
+			var err error
+			if procs == nil {
+				if procs, err = commandLines(); err != nil {
+					return 0, err
+				}
+			}
+			if c.controlPlanePids, err = c.controlPlane(procs); err != nil {
+				return 0, err
+			}
 		}
-		for _, p := range ps {
+		for _, p := range c.controlPlanePids {
 			pids[p] = struct{}{}
 		}
 	}
@@ -37,24 +45,17 @@ func controlPlaneCPU(clusters []*cluster) (float64, error) {
 	return total, nil
 }
 
-// controlPlane finds, once, the pids of the cluster's kube-apiserver (by
-// its --secure-port) and of the etcd it names in --etcd-servers (by its
-// --listen-client-urls).
-func (c *cluster) controlPlane() ([]int, error) {
-	if c.controlPlanePids != nil {
-		return c.controlPlanePids, nil
-	}
+// controlPlane finds, among the command lines of procs, the pids of the
+// cluster's kube-apiserver (by its --secure-port) and of the etcd it names
+// in --etcd-servers (by its --listen-client-urls).
+func (c *cluster) controlPlane(procs map[int][]string) ([]int, error) {
 	u, err := url.Parse(c.fc.Config.Host)
-	if err != nil {
-		return nil, err
-	}
-	procs, err := commandLines()
 	if err != nil {
 		return nil, err
 	}
 	apiserver, etcdURL := 0, ""
 	for pid, args := range procs {
-		if filepath.Base(args[0]) == "kube-apiserver" && hasArg(args, "--secure-port", u.Port()) {
+		if filepath.Base(args[0]) == "kube-apiserver" && argValue(args, "--secure-port") == u.Port() {
 			apiserver = pid
 			etcdURL = argValue(args, "--etcd-servers")
 		}
@@ -64,11 +65,10 @@ func (c *cluster) controlPlane() ([]int, error) {
 	}
 	pids := []int{apiserver}
 	for pid, args := range procs {
-		if filepath.Base(args[0]) == "etcd" && etcdURL != "" && hasArg(args, "--listen-client-urls", etcdURL) {
+		if filepath.Base(args[0]) == "etcd" && etcdURL != "" && argValue(args, "--listen-client-urls") == etcdURL {
 			pids = append(pids, pid)
 		}
 	}
-	c.controlPlanePids = pids
 	return pids, nil
 }
 
@@ -101,10 +101,6 @@ func argValue(args []string, flag string) string {
 		}
 	}
 	return ""
-}
-
-func hasArg(args []string, flag, value string) bool {
-	return argValue(args, flag) == value
 }
 
 // allClusters is every cluster of the workload: the agent's and the

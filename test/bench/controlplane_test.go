@@ -23,8 +23,10 @@ func TestControlPlaneCPU(t *testing.T) {
 	fleet, ctx := fleettest.APIServer(t)
 	c, err := newCluster("one", fleet.Hub)
 	g.Expect(err).NotTo(HaveOccurred())
-	pids, err := c.controlPlane()
+	before, err := controlPlaneCPU([]*cluster{c})
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(before).To(BeNumerically(">", 0))
+	pids := c.controlPlanePids
 	g.Expect(pids).To(HaveLen(2), "kube-apiserver and etcd")
 	var names []string
 	for _, pid := range pids {
@@ -34,9 +36,6 @@ func TestControlPlaneCPU(t *testing.T) {
 	}
 	g.Expect(names).To(ConsistOf("kube-apiserver", "etcd"))
 
-	before, err := controlPlaneCPU([]*cluster{c})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(before).To(BeNumerically(">", 0))
 	for i := range 200 {
 		_, err := c.cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("cm-", i)}}, metav1.CreateOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -44,12 +43,14 @@ func TestControlPlaneCPU(t *testing.T) {
 	after, err := controlPlaneCPU([]*cluster{c})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(after).To(BeNumerically(">", before))
-	twice, err := controlPlaneCPU([]*cluster{c, c})
+	alias, err := newCluster("alias", fleet.Hub) // another registered cluster on the same API server
+	g.Expect(err).NotTo(HaveOccurred())
+	twice, err := controlPlaneCPU([]*cluster{c, alias})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(twice).To(BeNumerically("<", 1.5*after), "a process shared by two clusters counted once")
 
 	noServer := rest.CopyConfig(fleet.Hub.Config)
 	noServer.Host = "https://127.0.0.1:1"
-	_, err = (&cluster{name: "gone", fc: &fleettest.Cluster{Config: noServer}}).controlPlane()
+	_, err = controlPlaneCPU([]*cluster{c, {name: "gone", fc: &fleettest.Cluster{Config: noServer}}})
 	g.Expect(err).To(MatchError(ContainSubstring("no kube-apiserver process with --secure-port=1")))
 }

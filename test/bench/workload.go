@@ -773,15 +773,15 @@ func (b *bench) updates(ctx context.Context) error {
 		return err
 	}
 	b.res.Updates = summarize(lat)
-	b.res.Updates.ControlPlaneCPU = (cpuAfter.controlPlane - cpuBefore.controlPlane) / float64(len(lat))
-	b.res.Updates.AgentCPU = (cpuAfter.agent - cpuBefore.agent) / float64(len(lat))
 	b.res.Updates.MirrorsPerUpdate = len(b.targets)
 	var writes float64
 	for _, cost := range ph.Clusters {
 		writes += cost.Agent.writes("secrets", "configmaps")
 	}
-	if n := float64(b.scale.Updates); n > 0 {
+	if n := float64(len(lat)); n > 0 { // NaN would fail the JSON
 		b.res.Updates.AgentWritesPerUpdate = writes / n
+		b.res.Updates.ControlPlaneCPU = (cpuAfter.controlPlane - cpuBefore.controlPlane) / n
+		b.res.Updates.AgentCPU = (cpuAfter.agent - cpuBefore.agent) / n
 	}
 	progress("%s: updates p50 %.3fs p95 %.3fs max %.3fs", b.workload, b.res.Updates.P50, b.res.Updates.P95, b.res.Updates.Max)
 	return nil
