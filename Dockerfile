@@ -1,14 +1,21 @@
 # syntax=docker/dockerfile:1
 #
 # One image with both agents; it runs the member agent by default:
-#   docker build -t fleetmirror:dev .          # or: make docker-build
-# make docker-build stamps the binaries with the version (--version,
-# fleetmirror_build_info); by hand:
+#   make image          # without Docker: hack/image builds what this file says
+#   make docker-build   # with a Docker engine: docker build -t fleetmirror:dev .
+# Both stamp the binaries with the version (--version, fleetmirror_build_info);
+# by hand:
 #   docker build --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) .
 #   docker run --rm fleetmirror:dev --help
 # The hub is the other binary:
 #   docker run --rm --entrypoint /usr/local/bin/fleetmirror-hub fleetmirror:dev --help
 # (in a Pod: command: ["/usr/local/bin/fleetmirror-hub"]).
+#
+# hack/image reads this file, so keep to what it understands: in the final
+# stage ARG, LABEL, COPY --from, USER and an exec-form ENTRYPOINT; in the
+# builder, the go build commands of a RUN. The final stage is FROM scratch:
+# the binaries are static, the user is numeric, and neither agent needs a
+# CA bundle (their CAs come from the kubeconfig or the ServiceAccount).
 
 FROM golang:1.26 AS builder
 WORKDIR /src
@@ -22,7 +29,7 @@ RUN LDFLAGS="-s -w -X github.com/fleetmirror/fleetmirror/pkg/version.Version=${V
     CGO_ENABLED=0 go build -trimpath -ldflags="${LDFLAGS}" -o /out/fleetmirror-member ./cmd/member && \
     CGO_ENABLED=0 go build -trimpath -ldflags="${LDFLAGS}" -o /out/fleetmirror-hub ./cmd/hub
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM scratch
 ARG VERSION=dev
 ARG REVISION=unknown
 LABEL org.opencontainers.image.version="${VERSION}" \

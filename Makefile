@@ -118,9 +118,43 @@ bench: ## Run the benchmarks (test/bench/README.md); flags in BENCH_FLAGS, e.g. 
 	@if [[ -d test/bench ]]; then go run ./test/bench $(BENCH_FLAGS); \
 	else echo "bench: test/bench does not exist yet; it is tracked by the benchmark issue"; fi
 
+.PHONY: cluster
+cluster: ## Start one real Kubernetes node on this machine (root; hack/cluster.sh; kubeconfig in .fleet/node/kubeconfig)
+	hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the node of make cluster and undo every change it made on the host
+	hack/cluster.sh down
+
+.PHONY: test-cluster
+test-cluster: $(HELM) image ## Run test/cluster on the node of make cluster: the image and charts as they ship
+	hack/cluster.sh status || { echo "no node runs: make cluster first" >&2; exit 1; }
+	set -a; eval "$$(hack/cluster.sh env)"; set +a; \
+		FLEETMIRROR_IMAGE='$(IMAGE)' FLEETMIRROR_HELM='$(HELM)' \
+		KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -race -count=1 -timeout 45m -v ./test/cluster/
+
+.PHONY: demo-cluster
+demo-cluster: cluster image $(HELM) ## The demo on the real node with the real charts (hack/demo-cluster.sh)
+	IMAGE='$(IMAGE)' hack/demo-cluster.sh
+
 .PHONY: docker-build
 docker-build: ## Build the container image (IMAGE, default fleetmirror:dev)
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
+
+# make image: the archive it writes, and the containerd of the node of make
+# cluster, which imports it when that node runs.
+IMAGE_ARCHIVE := .fleet/images/fleetmirror.tar
+NODE_CONTAINERD_SOCK ?= /run/fleetmirror-node/containerd/containerd.sock
+
+.PHONY: image
+image: ## Build the Dockerfile's image (IMAGE) without Docker into .fleet/images/fleetmirror.tar and import it into the node of make cluster if one runs
+	go run ./hack/image -tag '$(IMAGE)' -version '$(VERSION)' -revision '$(REVISION)' -o $(IMAGE_ARCHIVE)
+	@if [[ -S '$(NODE_CONTAINERD_SOCK)' ]]; then \
+		echo "Importing $(IMAGE) into the node's containerd"; \
+		ctr --address '$(NODE_CONTAINERD_SOCK)' -n k8s.io images import --no-unpack=false $(IMAGE_ARCHIVE); \
+	else \
+		echo "image: not imported: no node runs ($(NODE_CONTAINERD_SOCK) does not exist; make cluster starts one)"; \
+	fi
 
 .PHONY: envtest
 envtest: ## Print the directory of kube-apiserver, etcd and kubectl (builds them the first time)
