@@ -94,14 +94,30 @@ host_packages() {
 
 # ---------------------------------------------------------------- processes
 
-# start NAME CMD...: runs CMD detached (no systemd here), logging to
-# $STATE/logs/NAME.log, its pid in $RUN/NAME.pid.
+# start NAME CMD...: runs CMD detached under a supervisor that starts it
+# again a second after it exits, as systemd's Restart=always does for a
+# node's daemons (a kubelet that starts while containerd restarts exits, and
+# comes back). Logs go to $STATE/logs/NAME.log; the supervisor's pid, which
+# is also its process group, to $RUN/NAME.pid. A TERM to the supervisor
+# stops CMD and then the supervisor.
 start() {
 	local name=$1; shift
 	mkdir -p "$STATE/logs" "$RUN"
-	setsid "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
+	# shellcheck disable=SC2016 # expanded by the supervisor's shell
+	setsid bash -c '
+		trap '"'"'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0'"'"' TERM
+		while :; do
+			"$@" &
+			child=$!
+			wait "$child"
+			echo "supervisor: $0 exited with status $?; starting it again in 1s"
+			sleep 1
+		done' "$name" "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
 	echo $! >"$RUN/$name.pid"
 }
+
+# child NAME: the pid of the process the supervisor of NAME runs now.
+child() { pgrep -P "$(cat "$RUN/$1.pid")" | head -n1; }
 
 running() { [[ -f "$RUN/$1.pid" ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
@@ -475,13 +491,13 @@ down() {
 	rm -rf "$VAR" "$RUN" "$KUBECONFIG_OUT"
 }
 
-stop() { # stop NAME: TERM, then KILL after 10 s
+stop() { # stop NAME: TERM, then KILL of its process group after 10 s
 	local pidf="$RUN/$1.pid" pid i
 	[[ -f $pidf ]] || return 0
 	pid=$(cat "$pidf")
 	kill "$pid" 2>/dev/null || true
 	for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	kill -9 "$pid" 2>/dev/null || true
+	kill -9 -- "-$pid" 2>/dev/null || true
 	rm -f "$pidf"
 }
 
@@ -508,16 +524,22 @@ unmount_under() { # every mount at or below $1, deepest first
 	done
 }
 
-# restart NAME: stops one of the node's processes and starts it again with
-# the same command line (test/cluster restarts the kubelet and containerd).
+# restart NAME: stops the process NAME runs (test/cluster restarts the
+# kubelet and containerd), which its supervisor starts again, and waits until
+# it answers.
 restart() {
-	local name=$1 pid
+	local name=$1 old
 	running "$name" || die "$name does not run"
-	pid=$(cat "$RUN/$name.pid")
-	local -a argv
-	mapfile -d '' argv <"/proc/$pid/cmdline"
-	stop "$name"
-	start "$name" "${argv[@]}"
+	old=$(child "$name")
+	kill -TERM "$old"
+	wait_for "$name to stop" 30 bash -c "! kill -0 $old"
+	wait_for "$name to start again" 30 bash -c "[[ -n \$(pgrep -P $(cat "$RUN/$name.pid")) ]]"
+	case $name in
+	kubelet) wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz ;;
+	containerd) wait_for containerd 30 ctr --address "$CONTAINERD_SOCK" version ;;
+	kube-proxy) wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz ;;
+	kube-apiserver) envtest=$("$root/hack/envtest.sh"); wait_for kube-apiserver 60 kubectl get --raw /readyz ;;
+	esac
 	log "$name restarted"
 }
 
