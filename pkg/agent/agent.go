@@ -50,9 +50,17 @@ type Writer struct {
 	// DeleteOrphansOfUnregistered deletes the mirrors of sources whose
 	// cluster left the fleet; otherwise they are kept and logged.
 	DeleteOrphansOfUnregistered bool
+	// AwaitOthers, when set, waits in the uninstall mode until no replica
+	// of the writer that the leader election Lease does not cover can
+	// write any more (the replicas of a sharded hub hold Leases of their
+	// own); its error ends the uninstall.
+	AwaitOthers func(ctx context.Context, own *rest.Config) error
 }
 
-// Run runs the pipeline for w with the shared options o until ctx ends.
+// Run runs the pipeline for w with the shared options o until ctx ends;
+// with o.Uninstall it takes back what w put into the fleet instead, and
+// returns when that is done or o.UninstallTimeout has passed (see
+// uninstall).
 func Run(ctx context.Context, o Options, w Writer) error {
 	cfg, err := o.Config()
 	if err != nil {
@@ -98,9 +106,13 @@ func Run(ctx context.Context, o Options, w Writer) error {
 		BreakerBase:                 o.BreakerBaseDelay,
 		BreakerMax:                  o.BreakerMaxDelay,
 	}
+	p := controller.New(co)
+	if o.Uninstall {
+		return o.uninstall(ctx, cfg, p, w)
+	}
 	logf.FromContext(ctx).Info("Starting", "writer", w.Name, "cluster", o.ClusterName, "kinds", fmt.Sprint(o.ResourceTypes),
 		"version", version.Version, "revision", version.Revision)
-	return o.run(ctx, cfg, controller.New(co))
+	return o.run(ctx, cfg, p)
 }
 
 // KindOptions is the kind policy of the options.

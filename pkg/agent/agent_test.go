@@ -128,6 +128,9 @@ func TestFlagValues(t *testing.T) {
 		{[]string{"--kube-api-qps=10", "--kube-api-burst=0"}, "--kube-api-burst must be at least 1 when --kube-api-qps is set, got 0"},
 		{[]string{"--kube-api-qps=0", "--kube-api-burst=0"}, ""},
 		{[]string{"--kube-api-qps=10", "--kube-api-burst=1"}, ""},
+		{[]string{"--uninstall", "--uninstall-timeout=0"}, "--uninstall-timeout must be positive, got 0s"},
+		{[]string{"--uninstall-keep-mirrors"}, "--uninstall-keep-mirrors needs --uninstall"},
+		{[]string{"--uninstall", "--uninstall-keep-mirrors", "--uninstall-timeout=1s"}, ""},
 	}
 	for _, tt := range tests {
 		_, err := parse(tt.args...)

@@ -27,6 +27,7 @@ type Options struct {
 	Kinds
 	LeaderElection
 	Observability
+	Uninstalling
 
 	// The flag values Complete parses.
 	raw struct{ types, deny, excluded, included, strip string }
@@ -131,6 +132,20 @@ type Observability struct {
 	GracefulShutdownTimeout time.Duration
 }
 
+// Uninstalling is the agent's uninstall mode, which the charts' post-delete
+// hook runs: instead of mirroring, the agent takes back what its writer put
+// into the fleet, and exits (see Run).
+type Uninstalling struct {
+	// Uninstall runs the uninstall mode.
+	Uninstall bool
+	// UninstallKeepMirrors leaves the mirrors in place; only the writer's
+	// finalizers and status are removed.
+	UninstallKeepMirrors bool
+	// UninstallTimeout bounds the whole uninstall: waiting for the agent's
+	// replicas to stop, for the caches and for unreachable clusters.
+	UninstallTimeout time.Duration
+}
+
 // Binary is what a binary's flags default to.
 type Binary struct {
 	// Name of the binary, the default Lease name.
@@ -185,6 +200,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet, b Binary) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", "", "Address of the pprof endpoints; empty disables them.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
+	// Uninstall mode.
+	fs.BoolVar(&o.Uninstall, "uninstall", false, "Mirror nothing: take back what this agent put into its clusters, and exit. Once the agent's replicas have stopped (it waits for the leader election Lease with --leader-elect, for the shard Leases with --shards=auto), it deletes its mirrors, takes its finalizer and its part of fleetmirror.io/status off the sources and its status off the pull mirrors it serves, in every cluster it reaches; it exits 1 naming the clusters it could not finish. The charts' post-delete hook runs it.")
+	fs.BoolVar(&o.UninstallKeepMirrors, "uninstall-keep-mirrors", false, "With --uninstall: leave the mirrors in place (nothing updates them any more); only finalizers and statuses are removed.")
+	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", 2*time.Minute, "With --uninstall: how long it may take in all, waiting for the replicas to stop and for unreachable clusters; then it exits 1 naming what is left where.")
 }
 
 // Complete parses what AddFlags bound, once the flag set was parsed,
@@ -254,6 +273,7 @@ func (o *Options) checkValues() error {
 		{"api-call-timeout", o.CallTimeout},
 		{"lazy-probe-interval", o.LazyProbeInterval},
 		{"discovery-interval", o.DiscoveryInterval},
+		{"uninstall-timeout", o.UninstallTimeout},
 	}
 	if o.BreakerThreshold > 0 {
 		positive = append(positive, duration{"circuit-breaker-base-delay", o.BreakerBaseDelay}, duration{"circuit-breaker-max-delay", o.BreakerMaxDelay})
@@ -289,6 +309,9 @@ func (o *Options) checkValues() error {
 	}
 	if o.BreakerThreshold < 0 {
 		return fmt.Errorf("--circuit-breaker-failures must not be negative (0 disables the breaker), got %d", o.BreakerThreshold)
+	}
+	if o.UninstallKeepMirrors && !o.Uninstall {
+		return fmt.Errorf("--uninstall-keep-mirrors needs --uninstall")
 	}
 	if o.BreakerThreshold > 0 && o.BreakerMaxDelay < o.BreakerBaseDelay {
 		return fmt.Errorf("--circuit-breaker-max-delay (%s) must not be less than --circuit-breaker-base-delay (%s)", o.BreakerMaxDelay, o.BreakerBaseDelay)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -78,6 +79,9 @@ type Kinds struct {
 	idleSince    map[schema.GroupVersionKind]time.Time
 	needed       map[schema.GroupVersionKind]bool
 	unlistable   map[string]bool // cluster/gvk whose probe was forbidden, logged
+	// settled holds, per cluster name, the cluster the last pass looked at
+	// whole (see Settled).
+	settled map[string]*Cluster
 
 	trigger chan struct{}
 }
@@ -94,7 +98,7 @@ func (k *Kinds) Trigger() {
 func NewKinds(o KindOptions) *Kinds {
 	return &Kinds{opts: o, discovered: map[string][]schema.GroupVersionKind{}, discoveredAt: map[string]time.Time{},
 		idleSince: map[schema.GroupVersionKind]time.Time{}, needed: map[schema.GroupVersionKind]bool{}, unlistable: map[string]bool{},
-		trigger: make(chan struct{}, 1)}
+		settled: map[string]*Cluster{}, trigger: make(chan struct{}, 1)}
 }
 
 // Run adjusts the watches of the clusters listed by clusters every
@@ -122,18 +126,21 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	log := logf.FromContext(ctx)
 	candidates := map[*Cluster][]schema.GroupVersionKind{}
 	all := sets.New[schema.GroupVersionKind]()
+	// Clusters that failed a probe in this pass are not asked again in it:
+	// a hung cluster would otherwise hold the pass one deadline per kind.
+	// Neither they nor those whose discovery or watches failed (incomplete)
+	// are settled.
+	failed, incomplete := map[*Cluster]bool{}, map[*Cluster]bool{}
 	for _, c := range cs {
 		kinds, err := k.candidates(ctx, c)
 		if err != nil {
 			log.V(1).Info("Discovery failed", "cluster", c.Name(), "error", err.Error())
 			kinds = c.Watched() // keep what runs; an unreachable cluster changes nothing
+			incomplete[c] = true
 		}
 		candidates[c] = kinds
 		all.Insert(kinds...)
 	}
-	// Clusters that failed a probe in this pass are not asked again in it:
-	// a hung cluster would otherwise hold the pass one deadline per kind.
-	failed := map[*Cluster]bool{}
 	for gvk := range all {
 		needed, unknown := true, false
 		if k.opts.Lazy {
@@ -179,6 +186,9 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 			}
 			if err := c.Watch(gvk); err != nil {
 				log.Info("Cannot watch kind", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
+				if !meta.IsNoMatchError(err) { // a kind c does not serve has nothing there
+					incomplete[c] = true
+				}
 				continue
 			}
 			log.Info("Watching kind", "cluster", c.Name(), "gvk", gvk.String())
@@ -193,7 +203,24 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 			delete(k.idleSince, gvk)
 		}
 	}
+	clear(k.settled)
+	for _, c := range cs {
+		if !failed[c] && !incomplete[c] && c.Unreachable() == nil {
+			k.settled[c.Name()] = c
+		}
+	}
 	k.mu.Unlock()
+}
+
+// Settled reports whether the last pass looked at c whole: its kinds were
+// discovered, each was found used or unused there (none left unknown
+// because c did not answer), and every kind needed is watched. Once c's
+// watches have synced too (Cluster.HasSynced), its caches hold every
+// source, mirror and pull mirror of ours in c.
+func (k *Kinds) Settled(c *Cluster) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.settled[c.Name()] == c
 }
 
 // announce calls Synced once the kind's watches in c have synced.
@@ -244,6 +271,9 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 		switch {
 		case used:
 			return true, false
+		case meta.IsNoMatchError(err):
+			// c does not serve the kind (an explicit kind whose CRD is
+			// not installed there): nothing of it can be there.
 		case apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err):
 			// The agent may not list this kind here (discovery offers it,
 			// RBAC does not grant it): not used, as far as this agent can

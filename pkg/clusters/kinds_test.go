@@ -58,9 +58,20 @@ func TestKindsProbeFailureChangesNothingElsewhere(t *testing.T) {
 	})
 	both := []*clusters.Cluster{healthy, broken}
 
-	// No source anywhere that answers: nothing is watched.
+	// No source anywhere that answers: nothing is watched. The healthy
+	// cluster's caches hold all there is of ours (nothing); the broken
+	// one's are not known.
 	kinds.Step(ctx, both)
 	g.Expect(healthy.Watched()).To(BeEmpty(), "a failing probe elsewhere started a watch")
+	g.Expect(kinds.Settled(healthy)).To(BeTrue())
+	g.Expect(kinds.Settled(broken)).To(BeFalse())
+	// A kind the cluster does not serve has nothing there.
+	widgets := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+	withWidgets := clusters.NewKinds(clusters.KindOptions{
+		Explicit: []schema.GroupVersionKind{configMaps, widgets}, Lazy: true, ManagedBy: annotations.ManagedByMember,
+	})
+	withWidgets.Step(ctx, []*clusters.Cluster{healthy})
+	g.Expect(withWidgets.Settled(healthy)).To(BeTrue(), "a kind not served left the cluster unsettled")
 
 	// A source in the healthy cluster: watched there.
 	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "src",
@@ -122,6 +133,7 @@ func TestKindsForbiddenKindIsSkipped(t *testing.T) {
 		})
 		kinds.Step(ctx, []*clusters.Cluster{c})
 		g.Expect(c.Watched()).To(ConsistOf(configMaps), "a forbidden kind held back an allowed one")
+		g.Expect(kinds.Settled(c)).To(BeTrue(), "a forbidden kind left the cluster unsettled")
 		c.Unwatch(configMaps)
 	}
 

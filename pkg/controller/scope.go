@@ -136,7 +136,7 @@ func (r *Reconciler) mirrorClusters(source string) (reachable []*clusters.Cluste
 	}
 	for _, m := range r.fleet.Members() {
 		switch name := m.Cluster.Name(); {
-		case name == source, m.ReadOnly: // another replica serves a read-only cluster
+		case !r.opts.Scope.mirrorsIn(source, name), m.ReadOnly: // another replica serves a read-only cluster
 		case m.Up:
 			reachable = append(reachable, m.Cluster)
 		default:
@@ -144,6 +144,13 @@ func (r *Reconciler) mirrorClusters(source string) (reachable []*clusters.Cluste
 		}
 	}
 	return reachable, unreachable
+}
+
+// mirrorsIn reports whether the writer of scope s puts the mirrors of a
+// source of the cluster named source into the cluster named cluster: the
+// source's own for ScopeLocal, every other one for ScopeRemote.
+func (s Scope) mirrorsIn(source, cluster string) bool {
+	return (source == cluster) == (s == ScopeLocal)
 }
 
 // readOnly reports whether the writer writes nothing into c: another

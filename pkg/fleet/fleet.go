@@ -700,6 +700,13 @@ func (f *Fleet) member(c *connection) Member {
 		ExcludedNamespaces: c.spec.ExcludedNamespaces, ExcludedBecause: c.spec.ExcludedBecause, ReadOnly: c.spec.ReadOnly}
 }
 
+// Settled reports whether the caches of c hold everything of the writer's
+// there: the kind watches looked at all of c's kinds in their last pass
+// (clusters.Kinds.Settled), and every watch of c has its initial list.
+func (f *Fleet) Settled(c *clusters.Cluster) bool {
+	return f.kinds.Settled(c) && c.HasSynced()
+}
+
 // LocalSynced reports whether the fleet is known and every local cluster
 // has its caches.
 func (f *Fleet) LocalSynced() bool {

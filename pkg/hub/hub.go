@@ -38,7 +38,18 @@ func Run(ctx context.Context, o Options) error {
 		AllowedSourceNamespaces:     o.AllowedSourceNamespaces,
 		CleanupTimeout:              o.RemoteCleanupTimeout,
 		DeleteOrphansOfUnregistered: o.DeleteMirrorsOfUnregistered,
+		AwaitOthers:                 o.awaitShards,
 	})
+}
+
+// awaitShards waits, in the uninstall mode of a sharded hub, until no
+// replica serves a cluster any more: they hold shard Leases, not the
+// leader election Lease.
+func (o *Options) awaitShards(ctx context.Context, own *rest.Config) error {
+	if !o.Sharded() {
+		return nil
+	}
+	return shard.AwaitStopped(ctx, shard.Options{Config: own, Namespace: o.Namespace, Group: o.ShardGroup, LeaseDuration: o.ShardLeaseDuration})
 }
 
 // provider is the hub's fleet: its own cluster, whose registration
@@ -63,8 +74,8 @@ func (o *Options) provider(own *rest.Config) (fleet.Provider, error) {
 		return nil, fmt.Errorf("unknown cluster provider %q", o.ClusterProvider)
 	}
 	all := fleet.Providers(local, registered)
-	if !o.Sharded() {
-		return all, nil
+	if !o.Sharded() || o.Uninstall {
+		return all, nil // one uninstall cleans every cluster
 	}
 	return &shard.Provider{Inner: all, Options: shard.Options{Config: own, Namespace: o.Namespace, Group: o.ShardGroup,
 		Identity: o.ShardID, LeaseDuration: o.ShardLeaseDuration, Epsilon: shard.DefaultEpsilon}}, nil

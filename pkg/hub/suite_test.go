@@ -105,7 +105,11 @@ type running struct {
 	done   chan error
 }
 
-func startHub(extraArgs ...string) *running {
+func startHub(extraArgs ...string) *running { return startHubOn(hubC, extraArgs...) }
+
+// startHubOn runs a hub in the cluster c with the suite's flags and extra
+// ones.
+func startHubOn(c *fleettest.Cluster, extraArgs ...string) *running {
 	args := append([]string{
 		"--cluster-name=hub",
 		"--namespace=" + systemNS,
@@ -124,7 +128,7 @@ func startHub(extraArgs ...string) *running {
 	if err != nil {
 		panic(err)
 	}
-	o.RESTConfig = hubC.Config
+	o.RESTConfig = c.Config
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- hub.Run(ctx, o) }()

@@ -124,6 +124,16 @@ func (t *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) 
 
 // startAgent runs a member agent against the test cluster with extra flags.
 func startAgent(extraArgs ...string) *runningAgent {
+	cfg := rest.CopyConfig(fleet.Hub.Config)
+	if agentHost != "" {
+		cfg.Host = agentHost
+	}
+	return startAgentOn(cfg, extraArgs...)
+}
+
+// startAgentOn runs a member agent against the API server of cfg with the
+// suite's flags and extra ones, recording its requests.
+func startAgentOn(cfg *rest.Config, extraArgs ...string) *runningAgent {
 	args := append([]string{
 		"--cluster-name=" + clusterName,
 		"--namespace=" + agentNS,
@@ -139,10 +149,7 @@ func startAgent(extraArgs ...string) *runningAgent {
 		panic(err)
 	}
 	log := &requestLog{}
-	cfg := rest.CopyConfig(fleet.Hub.Config)
-	if agentHost != "" {
-		cfg.Host = agentHost
-	}
+	cfg = rest.CopyConfig(cfg)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: log} }
 	o.RESTConfig = cfg
 	ctx, cancel := context.WithCancel(context.Background())

@@ -286,3 +286,51 @@ func (l *leases) collect(ctx context.Context) {
 func leaseName(group, identity string) string {
 	return fmt.Sprintf("%s-%s", group, identity)
 }
+
+// AwaitStopped waits until no replica of the group o.Group may serve a
+// cluster any more: until every Lease of the group is gone or has not
+// changed for o.LeaseDuration on this process's clock, as a replica that
+// waits to take over judges it (a replica stops serving RenewDeadline after
+// its last renewal). The hub's uninstall mode waits so before it cleans
+// up. It LISTs the group's Leases every LeaseDuration/8, which the shard
+// Role allows.
+func AwaitStopped(ctx context.Context, o Options) error {
+	client, err := coordinationclient.NewForConfig(o.Config)
+	if err != nil {
+		return err
+	}
+	l := &leases{client: client.Leases(o.Namespace), group: o.Group, duration: o.LeaseDuration, changed: func() {}, peers: map[string]*peer{}}
+	sel := labels.SelectorFromSet(labels.Set{LabelGroup: o.Group}).String()
+	for {
+		list, lerr := l.client.List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err = lerr; err == nil {
+			// A Lease gone is a replica gone; one changed is seen now.
+			peers := map[string]*peer{}
+			l.mu.Lock()
+			for i := range list.Items {
+				lease := &list.Items[i]
+				if p := l.peers[lease.Name]; p != nil && p.resourceVersion == lease.ResourceVersion {
+					peers[lease.Name] = p
+				} else {
+					peers[lease.Name] = &peer{identity: holder(lease), resourceVersion: lease.ResourceVersion, seen: time.Now()}
+				}
+			}
+			l.peers = peers
+			l.mu.Unlock()
+		}
+		live := l.live()
+		if err == nil && len(live) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("cannot list the shard Leases of %s: %w", o.Group, err)
+			}
+			slices.Sort(live)
+			return fmt.Errorf("replicas of the sharded hub still renew their shard Leases (%s): stop them (delete the hub's Deployment) and run the uninstall again",
+				strings.Join(live, ", "))
+		case <-time.After(o.LeaseDuration / 8):
+		}
+	}
+}

@@ -278,8 +278,8 @@ func TestPodDisruptionBudget(t *testing.T) {
 func TestSharedTemplatesAreIdentical(t *testing.T) {
 	shared := []string{
 		"_helpers.tpl", "deployment.yaml", "serviceaccount.yaml", "clusterrole.yaml",
-		"leaderelection-role.yaml", "service.yaml", "servicemonitor.yaml", "prometheusrule.yaml",
-		"poddisruptionbudget.yaml", "tests/ready.yaml", "admissionpolicy.yaml",
+		"roles.yaml", "service.yaml", "servicemonitor.yaml", "prometheusrule.yaml",
+		"poddisruptionbudget.yaml", "tests/ready.yaml", "admissionpolicy.yaml", "uninstall.yaml",
 	}
 	for _, f := range shared {
 		a, err := os.ReadFile(filepath.Join(root, "charts", "member", "templates", f))

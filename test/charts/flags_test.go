@@ -103,6 +103,9 @@ var hubFlags = []flagValue{
 var notSettings = []string{
 	"version",  // prints the version and exits
 	"shard-id", // per Pod: the binary defaults to $POD_NAME, else the host name, which is the Pod's name
+	// The uninstall hook's Job passes these (uninstall.keepMirrors,
+	// uninstall.timeoutSeconds), not the Deployment: TestUninstallHook.
+	"uninstall", "uninstall-keep-mirrors", "uninstall-timeout",
 }
 
 func flagsOf(chart string) []flagValue {

@@ -194,14 +194,39 @@ func templateRelease(t *testing.T, release, dir string, values map[string]any, a
 	return stdout.String(), nil
 }
 
-// render renders chart and fails the test when helm fails.
+// render renders chart and fails the test when helm fails. It returns what
+// helm install creates, and the helm test hook, but not the uninstall
+// hook's objects, which exist only while helm uninstall runs:
+// renderAll returns those too.
 func render(t *testing.T, chart string, values map[string]any, args ...string) Manifests {
+	t.Helper()
+	var out Manifests
+	for _, o := range renderAll(t, chart, values, args...) {
+		if o.Hook() != "post-delete" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// renderAll renders chart, hooks included, and fails the test when helm
+// fails.
+func renderAll(t *testing.T, chart string, values map[string]any, args ...string) Manifests {
 	t.Helper()
 	out, err := templateChart(t, chart, values, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return parseManifests(t, out)
+}
+
+// Hook returns the object's helm.sh/hook annotation: empty for the
+// objects of the release itself.
+func (o Object) Hook() string {
+	meta, _ := o.Map["metadata"].(map[string]any)
+	annots, _ := meta["annotations"].(map[string]any)
+	hook, _ := annots["helm.sh/hook"].(string)
+	return hook
 }
 
 var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)

@@ -117,14 +117,14 @@ func TestClusterRoleIsExactlyTheResourceTypes(t *testing.T) {
 }
 
 // roleRules renders chart with vals (every role of the member chart: with
-// its hub identity) and calls check with each rule of each Role and
-// ClusterRole.
+// its hub identity; and the uninstall hook's) and calls check with each rule
+// of each Role and ClusterRole.
 func roleRules(t *testing.T, chart string, vals map[string]any, check func(o Object, rule rbacv1.PolicyRule)) {
 	t.Helper()
 	if chart == "member" {
 		set(vals, "hubAccess.enabled", true)
 	}
-	ms := render(t, chart, vals)
+	ms := renderAll(t, chart, vals)
 	for _, o := range slices.Concat(ms.Kinds("ClusterRole"), ms.Kinds("Role")) {
 		var r rbacv1.ClusterRole
 		o.Decode(t, &r)

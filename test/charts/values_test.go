@@ -32,6 +32,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"bad log encoder", values("config.log.encoder", "xml"), "encoder"},
 		{"bad port", values("metrics.port", 70000), "port"},
 		{"bad pull policy", values("image.pullPolicy", "Sometimes"), "pullPolicy"},
+		{"typo in uninstall", values("uninstall.keepMirror", true), "keepMirror"},
+		{"uninstall timeout below minimum", values("uninstall.timeoutSeconds", 0), "timeoutSeconds"},
+		{"wrong type: uninstall switch", values("uninstall.enabled", "no"), "enabled"},
 	}
 	hubOnly := []struct {
 		name  string

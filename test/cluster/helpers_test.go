@@ -106,6 +106,7 @@ func release(t testing.TB, name, ns, chart string, args ...string) {
 	t.Cleanup(func() {
 		_, _ = tryCommand(env.helm, "uninstall", name, "--namespace", ns, "--wait", "--timeout", "5m")
 		sweep(t, name)
+		_, _ = tryCommand(env.kubectl, "delete", "namespace", ns, "--ignore-not-found", "--wait=false")
 	})
 }
 

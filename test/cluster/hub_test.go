@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,12 +45,12 @@ func startMember(t *testing.T, name string) *member {
 		t.Fatal(err)
 	}
 	api := &envtest.APIServer{}
-	api.SecureServing.ListenAddr.Address = env.nodeIP
-	api.SecureServing.ListenAddr.Port = strconv.Itoa(port)
+	api.SecureServing.Address = env.nodeIP
+	api.SecureServing.Port = strconv.Itoa(port)
 	api.Configure().Set("advertise-address", env.nodeIP)
 	e := &envtest.Environment{
-		BinaryAssetsDirectory: env.assets,
-		ControlPlane:          envtest.ControlPlane{APIServer: api},
+		BinaryAssetsDirectory:    env.assets,
+		ControlPlane:             envtest.ControlPlane{APIServer: api},
 		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	cfg, err := e.Start()
@@ -165,6 +166,44 @@ func TestHubChart(t *testing.T) {
 			g.Expect(string(s.Data["value"])).To(Equal("pulled"))
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
 	})
+
+	t.Run("uninstall while a member is unreachable", func(t *testing.T) {
+		RegisterTestingT(t)
+		mirrored(t, m2.client, "fleet", "two", time.Second, "fmh-t")
+		// The hook's wait for unreachable clusters, shortened for the test.
+		install(t, hubRelease, ns, hubChart, append(imageValues(env.imageRepo, env.imageTag), "--set", "uninstall.timeoutSeconds=15")...)
+		restore := unreachable(t, m2)
+		// The hub's post-delete hook cleans what it reaches, tries the rest
+		// for uninstall.timeoutSeconds and fails naming the member it could
+		// not reach; Helm reports the failure with the hook's log, and the
+		// release is gone all the same.
+		out, err := tryCommand(env.helm, "uninstall", hubRelease, "--namespace", ns, "--wait", "--timeout", "6m")
+		Expect(err).To(HaveOccurred(), out)
+		// Helm prints the failed Job's log; its last line names the member.
+		Expect(out).To(ContainSubstring("cluster m2 not reached"))
+		gone(t, m1.client, "fmh-t", "fleet", time.Second)
+		Expect(fleetmirrorFinalizers(t, cs)).To(BeEmpty(), "the hub's own cluster is reachable: its sources are released")
+		restore()
+		_, err = m2.client.CoreV1().Secrets("fmh-t").Get(context.Background(), "fleet", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the mirror in the unreachable member stays")
+		// The way out once it is back: install and uninstall again.
+		install(t, hubRelease, ns, hubChart, imageValues(env.imageRepo, env.imageTag)...)
+		helm(t, "uninstall", hubRelease, "--namespace", ns, "--wait", "--timeout", "5m")
+		gone(t, m2.client, "fmh-t", "fleet", time.Second)
+	})
+}
+
+// unreachable drops what the node's Pods send to m until the returned
+// function is called: the member is down as far as the hub can tell, and its
+// API server keeps its objects.
+func unreachable(t *testing.T, m *member) (restore func()) {
+	t.Helper()
+	rule := []string{"INPUT", "-s", env.podCIDR, "-d", env.nodeIP, "-p", "tcp", "--dport", strconv.Itoa(m.port), "-j", "DROP"}
+	command(t, "iptables", append([]string{"-w", "-I"}, rule...)...)
+	var once sync.Once
+	restore = func() { once.Do(func() { command(t, "iptables", append([]string{"-w", "-D"}, rule...)...) }) }
+	t.Cleanup(restore)
+	return restore
 }
 
 // pluginRun runs kubectl-fleetmirror with kubeconfig.

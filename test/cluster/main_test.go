@@ -17,6 +17,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // env is what hack/cluster.sh env and the Makefile pass in.
@@ -24,6 +27,7 @@ var env struct {
 	root       string // the repository
 	kubeconfig string // the node's admin kubeconfig
 	nodeIP     string // the node's InternalIP, where host processes are reached from Pods
+	podCIDR    string // the node's Pod addresses
 	imageRepo  string // the image of make image, as repository and tag
 	imageTag   string
 	busybox    string // the image of the helm test Pods
@@ -44,10 +48,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	logf.SetLogger(logr.Discard()) // envtest's, for the member API servers
 	_, file, _, _ := runtime.Caller(0)
 	env.root = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	env.kubeconfig = mustEnv("KUBECONFIG")
 	env.nodeIP = mustEnv("FLEETMIRROR_NODE_IP")
+	env.podCIDR = mustEnv("FLEETMIRROR_NODE_POD_CIDR")
 	image := mustEnv("FLEETMIRROR_IMAGE")
 	i := strings.LastIndex(image, ":")
 	if i < 0 || strings.Contains(image[i:], "/") {

@@ -26,6 +26,39 @@ namespace in its own cluster by itself.
 {{- include "fleetmirror.csv" .Values.config.excludedNamespaces }}
 {{- end }}
 
+{{/*
+Namespaced Roles only the hub has, as fleetmirror.roles lists them.
+
+The kubeconfig Secrets that register clusters are read in one namespace
+only: a Role, not a cluster-wide Secret read. Registration is
+label-selected, which resourceNames cannot express, so every Secret of that
+namespace is readable: keep the namespace for registrations. Events: Warnings
+on Secrets the hub refuses.
+
+Sharding: each replica creates and renews a Lease named after its Pod, and
+lists and watches the others' (their names are not known ahead, so get,
+update and delete cannot be limited by name: a replica deletes the Leases of
+replicas gone for good).
+*/}}
+{{- define "fleetmirror.chartRoles" -}}
+{{- $secrets := `
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]` }}
+{{- $roles := list (dict "suffix" "cluster-secrets" "namespace" (include "fleetmirror.clusterSecretsNamespace" .) "rules" (trim $secrets)) }}
+{{- if .Values.sharding.enabled }}
+{{- $shards := `
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create", "get", "list", "watch", "update", "delete"]` }}
+{{- $roles = append $roles (dict "suffix" "shards" "namespace" .Release.Namespace "rules" (trim $shards)) }}
+{{- end }}
+{{- toJson $roles }}
+{{- end }}
+
 {{/* Flags only the hub has: a JSON list. */}}
 {{- define "fleetmirror.chartArgs" -}}
 {{- $c := .Values.config }}

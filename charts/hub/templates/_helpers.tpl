@@ -67,6 +67,210 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+Rules of the leader election Role: create the Lease, then read and renew
+only that one.
+*/}}
+{{- define "fleetmirror.leaderElectionRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames: [{{ include "fleetmirror.leaderElectionID" . | quote }}]
+  verbs: ["get", "update"]
+{{- end }}
+
+{{/*
+The agent's namespaced Roles, as a JSON list of dicts with "suffix" (of
+their name), "namespace" and "rules" (a YAML list): the leader election
+Lease's, then those of fleetmirror.chartRoles (_chart.tpl). The agent's
+Roles (roles.yaml) and the uninstall hook's are both made from it.
+*/}}
+{{- define "fleetmirror.roles" -}}
+{{- $roles := list }}
+{{- if .Values.leaderElection.enabled }}
+{{- $roles = append $roles (dict "suffix" "leader-election" "namespace" (include "fleetmirror.leaderElectionNamespace" .) "rules" (include "fleetmirror.leaderElectionRules" .)) }}
+{{- end }}
+{{- toJson (concat $roles (include "fleetmirror.chartRoles" . | fromJsonArray)) }}
+{{- end }}
+
+{{/*
+A Role and its RoleBinding to a ServiceAccount: dict with "root", "name",
+"namespace", "rules" (a YAML list) and, optionally, "serviceAccount" (its
+name; the agent's by default), "component" (a label), "annotations" and
+"bindingAnnotations" (maps).
+*/}}
+{{- define "fleetmirror.role" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "fleetmirror.labels" .root | nindent 4 }}
+    {{- with .component }}
+    app.kubernetes.io/component: {{ . }}
+    {{- end }}
+  {{- with .annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+rules:
+  {{- .rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "fleetmirror.labels" .root | nindent 4 }}
+    {{- with .component }}
+    app.kubernetes.io/component: {{ . }}
+    {{- end }}
+  {{- with .bindingAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ .name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ .serviceAccount | default (include "fleetmirror.serviceAccountName" .root) }}
+    namespace: {{ .root.Release.Namespace }}
+{{- end }}
+
+{{/*
+The agent's ServiceAccount: dict with "root" and, optionally, "name"
+(the agent's by default), "component" (a label) and "annotations" (a map,
+besides serviceAccount.annotations).
+*/}}
+{{- define "fleetmirror.serviceAccount" -}}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ .name | default (include "fleetmirror.serviceAccountName" .root) }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "fleetmirror.labels" .root | nindent 4 }}
+    {{- with .component }}
+    app.kubernetes.io/component: {{ . }}
+    {{- end }}
+  {{- with merge (dict) (default (dict) .annotations) .root.Values.serviceAccount.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/*
+The agent's container but for its ports and probes: dict with "root" and
+"args" (arguments after the agent's, a list). The Deployment and the
+uninstall Job run it alike.
+*/}}
+{{- define "fleetmirror.container" -}}
+name: {{ include "fleetmirror.component" .root }}
+image: {{ include "fleetmirror.image" .root | quote }}
+imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+command:
+  - /usr/local/bin/{{ include "fleetmirror.binary" .root }}
+args:
+  {{- include "fleetmirror.args" .root | trim | nindent 2 }}
+  {{- range .args }}
+  - {{ toJson . }}
+  {{- end }}
+env:
+  - name: POD_NAMESPACE
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.namespace
+  {{- with .root.Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+resources:
+  {{- toYaml .root.Values.resources | nindent 2 }}
+securityContext:
+  {{- toYaml .root.Values.containerSecurityContext | nindent 2 }}
+{{- with .root.Values.extraVolumeMounts }}
+volumeMounts:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+What the agent's Pods and the uninstall Job's share: image pull secrets,
+priority class, security context, volumes and where they may run.
+*/}}
+{{- define "fleetmirror.podSettings" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.extraVolumes }}
+volumes:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels of a Pod of the chart that is no agent (dict with "root" and
+"component"): not the agent's selector labels, so that the Service and the
+PodDisruptionBudget never count it.
+*/}}
+{{- define "fleetmirror.otherPodLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "fleetmirror.name" .root | trunc (sub 62 (len .component) | int) | trimSuffix "-" }}-{{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: fleetmirror
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Name of the uninstall hook's objects; the Job's must fit a label value. */}}
+{{- define "fleetmirror.uninstallName" -}}
+{{- printf "%s-uninstall" (include "fleetmirror.fullname" . | trunc 53 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The uninstall hook's ServiceAccount: its own, or with serviceAccount.create
+false the one given, which outlives the release.
+*/}}
+{{- define "fleetmirror.uninstallServiceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- include "fleetmirror.uninstallName" . }}
+{{- else }}
+{{- include "fleetmirror.serviceAccountName" . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Annotations of an uninstall hook object of the given weight, as a map:
+post-delete, deleted before it is created again and once every hook
+succeeded. Objects of lower weights are created first.
+*/}}
+{{- define "fleetmirror.uninstallHook" -}}
+{{- toJson (dict "helm.sh/hook" "post-delete" "helm.sh/hook-weight" (toString .) "helm.sh/hook-delete-policy" "before-hook-creation,hook-succeeded") }}
+{{- end }}
+
+{{/*
 Resource (plural) names of kinds, as discovery serves them, for the kinds
 whose plural the regular rule below gets wrong or that are common enough to
 spell out. test/charts checks every entry against a real API server's
@@ -160,7 +364,9 @@ never share a label.
 The ClusterRoles of an identity that mirrors kinds in a cluster: dict with
 "root" (the chart's context), "name", "component" (label, may be empty),
 "types" (Kind.version[.group] list; empty means the agent discovers kinds),
-"resourceNames" (rbac.resourceNames) and "extraRules".
+"resourceNames" (rbac.resourceNames) and "extraRules"; optionally
+"annotations" (a map, on each ClusterRole) and "aggregateTo" (the name whose
+aggregation label is used instead of NAME's, see below).
 
 With types, one ClusterRole NAME: one rule per API group with exactly the
 kinds given, namespaces read, events create and patch (the event recorder
@@ -170,12 +376,14 @@ Without types the kinds are not known at install time. NAME is then an
 aggregated ClusterRole: it holds the rules of every ClusterRole labelled
 fleetmirror.aggregationLabel NAME: "true". NAME-base is one of them, with
 Secrets, ConfigMaps, namespaces, events and extraRules; cluster admins add
-kinds by labelling a ClusterRole of their own.
+kinds by labelling a ClusterRole of their own. With "aggregateTo", the label
+is that name's: the uninstall hook's ClusterRole holds the rules the cluster
+admins granted the agent.
 */}}
 {{- define "fleetmirror.mirrorClusterRoles" -}}
 {{- $verbs := list "get" "list" "watch" "create" "update" "patch" "delete" }}
 {{- $types := .types }}
-{{- $label := include "fleetmirror.aggregationLabel" .name }}
+{{- $label := include "fleetmirror.aggregationLabel" (default .name .aggregateTo) }}
 {{- if not $types }}
 {{- $types = list "Secret.v1" "ConfigMap.v1" }}
 {{- end }}
@@ -192,6 +400,10 @@ metadata:
     {{- with .component }}
     app.kubernetes.io/component: {{ . }}
     {{- end }}
+  {{- with .annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 aggregationRule:
   clusterRoleSelectors:
     - matchLabels:
@@ -211,6 +423,10 @@ metadata:
     {{- if not .types }}
     {{ $label }}: "true"
     {{- end }}
+  {{- with .annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 rules:
   {{- range $group := keys $byGroup | sortAlpha }}
   - apiGroups: [{{ $group | quote }}]

@@ -26,6 +26,11 @@ would be read as a cluster registration.
 {{- join "," $ns }}
 {{- end }}
 
+{{/* Namespaced Roles only the member has (none), as fleetmirror.roles lists them. */}}
+{{- define "fleetmirror.chartRoles" -}}
+[]
+{{- end }}
+
 {{/* Flags only the member has (none): a JSON list. */}}
 {{- define "fleetmirror.chartArgs" -}}
 []

@@ -1,0 +1,267 @@
+package member_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+	"github.com/fleetmirror/fleetmirror/pkg/leader"
+	"github.com/fleetmirror/fleetmirror/pkg/member"
+)
+
+// The Lease the uninstall tests' agents share, and its timing.
+var uninstallLease = []string{
+	"--leader-elect", "--leader-election-id=uninstall-test",
+	"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
+}
+
+// uninstallScene is what an agent leaves in its own API server: sources
+// with mirrors, our finalizer and our part of the status, a pull mirror
+// with the status we wrote, and look-alikes of mirrors that are not ours.
+type uninstallScene struct {
+	c *fleettest.Cluster
+	w fleettest.Wait
+	// secret targets a and b; its status has the hub's part too.
+	secret *corev1.Secret
+	// configMap targets a; pulled is pulled into pulls/pull.
+	configMap *corev1.ConfigMap
+	pulled    *corev1.Secret
+	// mirrors are the mirrors the agent wrote.
+	mirrors []client.Object
+	// lookalikes are objects that look like mirrors of secret, with their
+	// UID@resourceVersion.
+	lookalikes map[client.Object]string
+}
+
+const hubStatus = "remote: 1 cluster, 1/1 synced"
+
+// newUninstallScene starts an API server of its own: an uninstall cleans
+// the whole cluster, which must not touch the other tests' objects.
+func newUninstallScene(t *testing.T) *uninstallScene {
+	api, _ := fleettest.APIServer(t)
+	s := &uninstallScene{c: api.Hub, w: wait}
+	for _, ns := range []string{agentNS, "src", "a", "b", "pulls", "other"} {
+		fleettest.CreateNamespaces(t, ns, nil, s.c)
+	}
+	s.secret = sourceSecret("src", "creds", "a,b", map[string]string{"k": "v"})
+	s.secret.Annotations[annotations.AnnotationStatus] = hubStatus
+	s.configMap = sourceConfigMap("src", "settings", "a", map[string]string{"k": "v"})
+	s.pulled = pullSource("src", "pulled", "pulls", map[string]string{"k": "v"})
+	for _, o := range []client.Object{s.secret, s.configMap, s.pulled, pullMirror("pulls", "pull", "src/pulled")} {
+		s.create(t, o)
+	}
+	s.mirrors = []client.Object{fleettest.Secret("a", "creds"), fleettest.Secret("b", "creds"), fleettest.ConfigMap("a", "settings")}
+
+	// Not ours: the same name without our labels, the labels of the other
+	// writer with our source reference, and our labels without one.
+	foreign := fleettest.Secret("other", "creds")
+	foreign.StringData = map[string]string{"k": "theirs"}
+	hubs := fleettest.Secret("other", "hub-copy")
+	hubs.Labels = map[string]string{annotations.LabelMirror: "true", annotations.LabelManagedBy: annotations.ManagedByHub}
+	hubs.Annotations = map[string]string{annotations.AnnotationSource: clusterName + "/src/creds"}
+	unref := fleettest.Secret("other", "unreferenced")
+	unref.Labels = map[string]string{annotations.LabelMirror: "true", annotations.LabelManagedBy: annotations.ManagedByMember}
+	s.lookalikes = map[client.Object]string{}
+	for _, o := range []client.Object{foreign, hubs, unref} {
+		s.create(t, o)
+		s.lookalikes[o] = string(o.GetUID()) + "@" + o.GetResourceVersion()
+	}
+	return s
+}
+
+func (s *uninstallScene) create(t *testing.T, o client.Object) {
+	t.Helper()
+	if err := s.c.Client.Create(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs the member agent against the scene's API server with flags.
+func (s *uninstallScene) run(args ...string) *runningAgent { return startAgentOn(s.c.Config, args...) }
+
+// mirrored waits until the agent has written everything and holds the
+// sources.
+func (s *uninstallScene) mirrored(t *testing.T) {
+	t.Helper()
+	g := NewWithT(t)
+	for _, m := range s.mirrors {
+		fleettest.EventuallyExists(t, s.w, s.c, m, nil)
+	}
+	g.Eventually(fleettest.Status(s.c, s.secret), timeout, poll).Should(Equal("2/2 namespaces synced | " + hubStatus))
+	g.Eventually(fleettest.Status(s.c, s.configMap), timeout, poll).Should(Equal("1/1 namespaces synced"))
+	for _, src := range []client.Object{s.secret, s.configMap} {
+		g.Eventually(s.finalizers(src), timeout, poll).Should(ContainElement(member.Finalizer))
+	}
+	fleettest.EventuallyExists(t, s.w, s.c, fleettest.Secret("pulls", "pull"), func(g Gomega, p *corev1.Secret) {
+		g.Expect(p.Annotations).To(HaveKeyWithValue(annotations.AnnotationStatus, "InSync: pulled from src/pulled"))
+	})
+}
+
+// finalizers returns the finalizers of obj, as kubectl shows them.
+func (s *uninstallScene) finalizers(obj client.Object) func() []string {
+	return func() []string {
+		got, err := fleettest.Lookup(s.c, obj)
+		if err != nil || got == nil {
+			return nil
+		}
+		return got.GetFinalizers()
+	}
+}
+
+// released checks what the uninstall leaves on the sources, the pull
+// mirror and the look-alikes, whether mirrors were kept or not.
+func (s *uninstallScene) released(t *testing.T) {
+	t.Helper()
+	g := NewWithT(t)
+	for _, src := range []client.Object{s.secret, s.configMap, s.pulled} {
+		got, err := fleettest.Lookup(s.c, src)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.GetFinalizers()).NotTo(ContainElement(member.Finalizer), "%s keeps the finalizer", src.GetName())
+		want := ""
+		if src == s.secret {
+			want = hubStatus // the hub's part is the hub's
+		}
+		g.Expect(got.GetAnnotations()[annotations.AnnotationStatus]).To(Equal(want), "status of %s", src.GetName())
+	}
+	pull, err := fleettest.Lookup(s.c, fleettest.Secret("pulls", "pull"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pull.Annotations).NotTo(HaveKey(annotations.AnnotationStatus), "our status on the pull mirror")
+	g.Expect(pull.Data).To(HaveKeyWithValue("k", []byte("v")), "the content pulled stays: the pull mirror is its owner's")
+	for o, was := range s.lookalikes {
+		got, err := fleettest.Lookup(s.c, o)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).NotTo(BeNil(), "%s/%s deleted", o.GetNamespace(), o.GetName())
+		g.Expect(string(got.GetUID())+"@"+got.GetResourceVersion()).To(Equal(was), "%s/%s written", o.GetNamespace(), o.GetName())
+	}
+}
+
+// lease returns the holder of the agents' Lease.
+func (s *uninstallScene) lease() (string, error) {
+	var l coordinationv1.Lease
+	if err := s.c.Client.Get(context.Background(), types.NamespacedName{Namespace: agentNS, Name: "uninstall-test"}, &l); err != nil {
+		return "", err
+	}
+	if l.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	return *l.Spec.HolderIdentity, nil
+}
+
+// holdLease holds the agents' Lease as another replica would, until the
+// returned function releases it.
+func (s *uninstallScene) holdLease(t *testing.T) (release func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	held, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- leader.Run(ctx, leader.Config{Config: s.c.Config, Namespace: agentNS, Name: "uninstall-test", Identity: "winding-down",
+			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond, ReleaseOnCancel: true},
+			func(ctx context.Context) { close(held); <-ctx.Done() })
+	}()
+	select {
+	case <-held:
+	case <-time.After(timeout):
+		t.Fatal("the Lease was not acquired")
+	}
+	release = sync.OnceFunc(func() { fleettest.StopInProcess("lease holder", cancel, done) })
+	t.Cleanup(release)
+	return release
+}
+
+// The member agent's uninstall mode, as the chart's post-delete hook runs
+// it after Helm deleted the agent: it waits while a replica still holds the
+// Lease, writing nothing; then it deletes every mirror of ours, takes our
+// finalizer and our part of the status off every source (a source deleted
+// meanwhile is no longer held and goes), removes our status from the pull
+// mirror, and leaves alone everything that is not provably ours.
+func TestUninstall(t *testing.T) {
+	g := NewWithT(t)
+	s := newUninstallScene(t)
+	agent := s.run(uninstallLease...)
+	s.mirrored(t)
+	doomed := sourceSecret("src", "doomed", "a", map[string]string{"k": "v"})
+	s.create(t, doomed)
+	fleettest.EventuallyExists(t, s.w, s.c, fleettest.Secret("a", "doomed"), nil)
+	g.Eventually(s.finalizers(doomed), timeout, poll).Should(ContainElement(member.Finalizer))
+
+	// helm uninstall deletes the Deployment: the agent stops and steps down.
+	agent.stop()
+	g.Expect(s.lease()).To(BeEmpty(), "the agent released its Lease")
+	// A namespace deleted now (envtest has no namespace controller: a
+	// source of it) stays: our finalizer holds it.
+	g.Expect(s.c.Client.Delete(context.Background(), doomed)).To(Succeed())
+	g.Consistently(s.finalizers(doomed), time.Second, poll).Should(ContainElement(member.Finalizer))
+
+	// Another replica still winding down holds the Lease: the uninstall
+	// waits, and writes nothing.
+	release := s.holdLease(t)
+	uninstall := s.run(append([]string{"--uninstall", "--uninstall-timeout=1m"}, uninstallLease...)...)
+	g.Consistently(uninstall.done, 3*time.Second, poll).ShouldNot(Receive(), "the uninstall finished while the Lease was held")
+	g.Expect(uninstall.requests.writes()).To(BeEmpty(), "written while the Lease was held")
+	for _, m := range s.mirrors {
+		g.Expect(fleettest.Lookup(s.c, m)).NotTo(BeNil())
+	}
+
+	release()
+	var err error
+	g.Eventually(uninstall.done, timeout, poll).Should(Receive(&err))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, m := range append(slices.Clone(s.mirrors), fleettest.Secret("a", "doomed")) {
+		g.Expect(fleettest.Lookup(s.c, m)).To(BeNil(), "mirror %s/%s", m.GetNamespace(), m.GetName())
+	}
+	g.Expect(fleettest.Lookup(s.c, doomed)).To(BeNil(), "the deleted source is gone: no finalizer holds it")
+	s.released(t)
+	g.Expect(s.lease()).To(BeEmpty(), "the uninstall released the Lease")
+	g.Expect(writesTo(uninstall.requests, "other")).To(BeEmpty(), "written to objects that are not ours")
+}
+
+// With keep-mirrors the mirrors stay as they are; finalizers and statuses
+// go all the same.
+func TestUninstallKeepMirrors(t *testing.T) {
+	g := NewWithT(t)
+	s := newUninstallScene(t)
+	agent := s.run()
+	s.mirrored(t)
+	kept := map[string]string{}
+	for _, m := range s.mirrors {
+		got, err := fleettest.Lookup(s.c, m)
+		g.Expect(err).NotTo(HaveOccurred())
+		kept[m.GetNamespace()+"/"+m.GetName()] = string(got.GetUID()) + "@" + got.GetResourceVersion()
+	}
+	agent.stop()
+
+	uninstall := s.run("--uninstall", "--uninstall-keep-mirrors", "--uninstall-timeout=1m")
+	var err error
+	g.Eventually(uninstall.done, timeout, poll).Should(Receive(&err))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, m := range s.mirrors {
+		got, err := fleettest.Lookup(s.c, m)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).NotTo(BeNil(), "mirror %s/%s deleted", m.GetNamespace(), m.GetName())
+		g.Expect(string(got.GetUID()) + "@" + got.GetResourceVersion()).To(Equal(kept[m.GetNamespace()+"/"+m.GetName()]))
+	}
+	s.released(t)
+}
+
+// writesTo returns the requests of log that changed something in namespace.
+func writesTo(log *requestLog, namespace string) []string {
+	var out []string
+	for _, r := range log.detailed() {
+		if r.Method != http.MethodGet && strings.Contains(r.URL.Path, "/namespaces/"+namespace+"/") {
+			out = append(out, r.Method+" "+r.URL.Path)
+		}
+	}
+	return out
+}
