@@ -25,7 +25,8 @@ echo "== kubectl apply -f examples/secret-shared.yaml"
 "$kubectl" apply -f examples/secret-shared.yaml
 
 echo "== waiting for the mirrors"
-for ns in team-a team-b app-1 shared; do
+# shared is named as */shared: a hub entry, which the member leaves to the hub.
+for ns in team-a team-b app-1; do
 	until "$kubectl" -n "$ns" get secret db-credentials >/dev/null 2>&1; do sleep 1; done
 done
 "$kubectl" get secrets -A -l fleetmirror.io/mirror=true \
