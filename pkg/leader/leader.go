@@ -239,10 +239,14 @@ func (e *elector) renew(ctx context.Context) error {
 }
 
 // renewWithin tries to renew the Lease every RetryPeriod until it succeeds
-// (nil) or RenewDeadline has passed (the last failure).
+// (nil) or RenewDeadline has passed (the last failure). A try cut short by
+// the deadline itself says nothing new: then the failure of the try before
+// it is returned (on a loaded machine the last read of a Lease that another
+// holder took would otherwise report only its own timeout).
 func (e *elector) renewWithin(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 	defer cancel()
+	var last error
 	for {
 		held, err := e.tryAcquireOrRenew(ctx)
 		if held {
@@ -251,6 +255,10 @@ func (e *elector) renewWithin(ctx context.Context) error {
 		if err == nil {
 			err = fmt.Errorf("the lease is held by %q", e.observed.holder)
 		}
+		if ctx.Err() != nil && last != nil {
+			return last
+		}
+		last = err
 		if ctx.Err() == nil {
 			e.log.Info("Failed to renew lease", "error", err.Error())
 		}
