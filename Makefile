@@ -135,7 +135,7 @@ test-cluster: $(HELM) image ## Run test/cluster on the node of make cluster: the
 
 .PHONY: demo-cluster
 demo-cluster: cluster image $(HELM) ## The demo on the real node with the real charts (hack/demo-cluster.sh)
-	IMAGE='$(IMAGE)' hack/demo-cluster.sh
+	IMAGE='$(IMAGE)' HELM='$(HELM)' hack/demo-cluster.sh
 
 .PHONY: docker-build
 docker-build: ## Build the container image (IMAGE, default fleetmirror:dev)

@@ -12,7 +12,7 @@ cd "$root"
 eval "$(hack/cluster.sh env)"
 export KUBECONFIG
 kubectl="$(hack/envtest.sh)/kubectl"
-helm=$(ls bin/helm-* | head -n1)
+helm=${HELM:?make demo-cluster passes the pinned helm}
 image=${IMAGE:-fleetmirror:dev}
 
 echo "== helm install fleetmirror-member (image $image) on node $FLEETMIRROR_NODE_IP"

@@ -349,15 +349,24 @@ func writes(t testing.TB, mark auditMark, user, resource string, namespaces ...s
 // serviceAccount is the user name of a ServiceAccount's tokens.
 func serviceAccount(ns, name string) string { return "system:serviceaccount:" + ns + ":" + name }
 
-// agentPods returns the names of the running Pods of a release.
-func agentPods(t testing.TB, cs kubernetes.Interface, ns, release string) []string {
+// agentPodList lists the agent Pods of a release by the Deployment's
+// selector labels (the chart's name, which is the release's name in these
+// tests, and the instance): not the helm test or uninstall hook Pods.
+func agentPodList(t testing.TB, cs kubernetes.Interface, ns, release string) []corev1.Pod {
 	t.Helper()
-	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component!=test"})
+	selector := "app.kubernetes.io/name=" + release + ",app.kubernetes.io/instance=" + release
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pods.Items
+}
+
+// agentPods returns the names of the running agent Pods of a release.
+func agentPods(t testing.TB, cs kubernetes.Interface, ns, release string) []string {
+	t.Helper()
 	var names []string
-	for _, p := range pods.Items {
+	for _, p := range agentPodList(t, cs, ns, release) {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
 			names = append(names, p.Name)
 		}

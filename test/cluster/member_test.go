@@ -1,14 +1,12 @@
 package cluster_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -24,10 +22,9 @@ func TestMemberChart(t *testing.T) {
 
 	t.Run("pods run as the chart says", func(t *testing.T) {
 		RegisterTestingT(t)
-		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + memberRelease + ",app.kubernetes.io/component!=test"})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(pods.Items).To(HaveLen(1))
-		p := pods.Items[0]
+		pods := agentPodList(t, cs, ns, memberRelease)
+		Expect(pods).To(HaveLen(1))
+		p := pods[0]
 		Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 		st := p.Status.ContainerStatuses[0]
 		Expect(st.Ready).To(BeTrue())
