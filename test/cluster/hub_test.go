@@ -45,8 +45,8 @@ func startMember(t *testing.T, name string) *member {
 		t.Fatal(err)
 	}
 	api := &envtest.APIServer{}
-	api.SecureServing.Address = env.nodeIP
-	api.SecureServing.Port = strconv.Itoa(port)
+	api.Address = env.nodeIP // SecureServing.ListenAddr, promoted
+	api.Port = strconv.Itoa(port)
 	api.Configure().Set("advertise-address", env.nodeIP)
 	e := &envtest.Environment{
 		BinaryAssetsDirectory:    env.assets,
