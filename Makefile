@@ -78,9 +78,10 @@ vet: ## Run go vet
 	go vet ./...
 
 .PHONY: test
-test: vet ## Vet, run every test with -race (unit, envtest, test/e2e), lint charts and alert rules if present
+test: vet $(HELM) ## Vet, run every test with -race (unit, envtest, test/e2e), lint charts and alert rules if present
 	assets="$$(hack/envtest.sh)"; prom="$$(hack/prometheus.sh)"; \
-		KUBEBUILDER_ASSETS="$$assets" FLEETMIRROR_PROMETHEUS_DIR="$$prom" go test -race ./...
+		KUBEBUILDER_ASSETS="$$assets" FLEETMIRROR_PROMETHEUS_DIR="$$prom" FLEETMIRROR_HELM='$(HELM)' \
+		go test -race -timeout 30m ./...
 	$(MAKE) --no-print-directory helm-lint prom-check
 
 .PHONY: test-unit
@@ -170,11 +171,8 @@ $(HELM):
 	$(call go-install,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
 
 # go-install builds package $(2) at version $(3) into bin/$(1)-$(3) and
-# points bin/$(1) at it.
+# points bin/$(1) at it, once whoever asks first (hack/go-install.sh holds a
+# lock: test packages that need a tool may ask for it at the same moment).
 define go-install
-	@echo "Building $(1) $(3)"
-	@rm -f $(BIN)/$(1)
-	GOBIN=$(BIN) go install $(2)@$(3)
-	@mv $(BIN)/$(1) $(BIN)/$(1)-$(3)
-	@ln -s $(1)-$(3) $(BIN)/$(1)
+	hack/go-install.sh $(1) $(2) $(3) $(BIN)
 endef

@@ -37,6 +37,9 @@ func Main(binary, description string, o Flags, run func(context.Context) error) 
 	// Not an option: it is no setting of the agent, nor a chart value.
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: never returns an error
+	if err := noArguments(fs); err != nil {
+		exit(2, err)
+	}
 	if *showVersion {
 		fmt.Println(version.String(binary))
 		os.Exit(0)
@@ -50,6 +53,17 @@ func Main(binary, description string, o Flags, run func(context.Context) error) 
 	if err := run(logf.IntoContext(signals.SetupSignalHandler(), log)); err != nil {
 		exit(1, err)
 	}
+}
+
+// noArguments refuses what the flags left over: the binaries take none, and
+// a value after a space (--resource-types=Secret.v1 ConfigMap.v1) would
+// otherwise be dropped without a word while the flag holds only its first
+// part.
+func noArguments(fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	return fmt.Errorf("unexpected argument %q: %s takes only flags (a list is one argument: --flag=a,b)", fs.Arg(0), fs.Name())
 }
 
 // exit prints err on one line and exits with code.

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"golang.org/x/mod/module"
 )
 
 // Version is the release, e.g. v1.2.3 or the output of git describe;
@@ -49,6 +51,14 @@ func fromBuildInfo(version, revision string, bi *debug.BuildInfo) (string, strin
 			if s.Key == "vcs.revision" && s.Value != "" {
 				revision = s.Value
 			}
+		}
+	}
+	// `go install …@main` or `@<commit>` builds a pseudo-version
+	// (v0.0.0-20261127161000-0123456789ab) and records no VCS settings:
+	// the pseudo-version names the commit (its first 12 hex digits).
+	if revision == "unknown" && module.IsPseudoVersion(version) {
+		if rev, err := module.PseudoVersionRev(version); err == nil {
+			revision = rev
 		}
 	}
 	return version, revision

@@ -17,6 +17,9 @@ func TestFromBuildInfo(t *testing.T) {
 		{"linker set both", "v1.2.3", "def456", debug.BuildInfo{Main: debug.Module{Version: "v0.0.1"}, Settings: vcs}, "v1.2.3", "def456"},
 		{"go build in a checkout", "dev", "unknown", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs}, "dev", "abc123"},
 		{"go install at a version", "dev", "unknown", debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0", "unknown"},
+		{"go install at a commit", "dev", "unknown", debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261127161000-0123456789ab"}}, "v0.0.0-20261127161000-0123456789ab", "0123456789ab"},
+		{"go install after a tag", "dev", "unknown", debug.BuildInfo{Main: debug.Module{Version: "v1.4.1-0.20261127161000-0123456789ab"}}, "v1.4.1-0.20261127161000-0123456789ab", "0123456789ab"},
+		{"linker revision wins over a pseudo-version", "dev", "def456", debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261127161000-0123456789ab"}}, "v0.0.0-20261127161000-0123456789ab", "def456"},
 		{"no information", "dev", "unknown", debug.BuildInfo{}, "dev", "unknown"},
 	}
 	for _, tt := range tests {

@@ -5,8 +5,8 @@
 // only name metrics the binaries export, and an admission policy that a real
 // API server runs as the agent parses.
 //
-// It runs bin/helm (built with `make tools` when missing; under -short a
-// missing helm skips the package) and builds cmd/member and cmd/hub. Tests
+// It runs the pinned helm (fleettest.Helm: built with make when missing;
+// under -short a missing helm skips the package) and builds cmd/member and cmd/hub. Tests
 // that need an API server share one envtest API server, started by the first
 // of them (skipped under -short) and stopped by TestMain.
 package charts_test
@@ -20,9 +20,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -49,51 +49,11 @@ var root = func() string {
 	return abs
 }()
 
-var (
-	helmOnce sync.Once
-	helmPath string
-	helmErr  error
-)
-
-// helm returns the path of the pinned helm, building it with make when
-// missing. Under -short a missing helm skips the test instead.
+// helm returns the pinned helm (fleettest.Helm: the one place tests get it).
 func helm(t *testing.T) string {
 	t.Helper()
-	helmOnce.Do(func() {
-		mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
-		if err != nil {
-			helmErr = err
-			return
-		}
-		m := regexp.MustCompile(`(?m)^HELM_VERSION \?= (\S+)$`).FindSubmatch(mk)
-		if m == nil {
-			helmErr = fmt.Errorf("HELM_VERSION not found in the Makefile")
-			return
-		}
-		helmPath = filepath.Join(root, "bin", "helm-"+string(m[1]))
-		if _, err := os.Stat(helmPath); err == nil {
-			return
-		}
-		if testing.Short() {
-			helmErr = errSkip
-			return
-		}
-		// The Makefile's target for helm is its absolute path.
-		out, err := exec.Command("make", "-C", root, helmPath).CombinedOutput()
-		if err != nil {
-			helmErr = fmt.Errorf("building helm with make: %v\n%s", err, out)
-		}
-	})
-	if helmErr == errSkip {
-		t.Skipf("%s is missing and -short is set: run `make tools` to build it", helmPath)
-	}
-	if helmErr != nil {
-		t.Fatal(helmErr)
-	}
-	return helmPath
+	return fleettest.Helm(t)
 }
-
-var errSkip = fmt.Errorf("skip")
 
 // Object is one rendered manifest.
 type Object struct {

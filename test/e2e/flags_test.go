@@ -129,3 +129,16 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// A word that is no flag is refused at start-up, naming it: a list written
+// with a space (--resource-types=Secret.v1 ConfigMap.v1) must not start an
+// agent that silently watches only the first kind.
+func TestStrayArgument(t *testing.T) {
+	for _, bin := range []string{memberBin, hubBin} {
+		code, stdout, stderr := runBinary(t, bin, "--kubeconfig=/nonexistent", "--resource-types=Secret.v1", "ConfigMap.v1")
+		want := `error: unexpected argument "ConfigMap.v1": ` + filepath.Base(bin) + " takes only flags"
+		if code != 2 || !strings.HasPrefix(stderr, want) || stdout != "" {
+			t.Errorf("%s with a stray argument: exit code %d, stderr %q, stdout %q; want 2 and %q…", filepath.Base(bin), code, stderr, stdout, want)
+		}
+	}
+}

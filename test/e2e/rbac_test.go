@@ -54,7 +54,7 @@ const (
 // member agents in one cluster would fight over the same mirrors.
 func TestChartsRBAC(t *testing.T) {
 	begin := time.Now()
-	helmBin := helmBinary(t)
+	helmBin := fleettest.Helm(t)
 	root, err := fleettest.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -728,33 +728,6 @@ func runAll(t *testing.T, fns ...func() error) {
 	if t.Failed() {
 		t.FailNow()
 	}
-}
-
-// helmBinary returns bin/helm-<HELM_VERSION of the Makefile>, building it
-// with make when it is missing, as test/charts does.
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	root, err := fleettest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^HELM_VERSION \?= (\S+)$`).FindSubmatch(mk)
-	if m == nil {
-		t.Fatal("HELM_VERSION not found in the Makefile")
-	}
-	path := filepath.Join(root, "bin", "helm-"+string(m[1]))
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	// The Makefile's target for helm is its absolute path.
-	if out, err := exec.Command("make", "-C", root, path).CombinedOutput(); err != nil {
-		t.Fatalf("building helm with make: %v\n%s", err, out)
-	}
-	return path
 }
 
 func keyOf(ns, name string) client.ObjectKey {
