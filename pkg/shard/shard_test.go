@@ -161,7 +161,9 @@ func startReplica(t *testing.T, id string, slow bool, flags ...string) *replica 
 	r := &replica{id: id, done: make(chan error, 1)}
 	r.slow.Store(slow)
 	cfg := rest.CopyConfig(fleet.Hub.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return leaseFault{next: rt, cut: &r.leasesCut, slow: &r.slow} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return leaseFault{next: rt, cut: &r.leasesCut, slow: &r.slow}
+	})
 	o.RESTConfig = cfg
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
