@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +35,7 @@ const (
 )
 
 // TestShardedHubStartUp is issue 27's scenario: the hub and six members,
-// three replicas r1, r2, r3 started together on a slow hub API server
+// three replicas r1, r2, r3 started one right after the other on a slow hub API server
 // (its Namespace lists take a second, so that the hub's own cluster is
 // engaged read only, then served, before its first connection synced),
 // one source in the hub targeting a namespace in every member. Every
@@ -64,12 +65,26 @@ func TestShardedHubStartUp(t *testing.T) {
 	released := func() float64 { return reassignmentsOf("released") }
 	releasedBefore := released()
 
+	// Started together, as a Deployment's Pods are, each a moment after
+	// the one before: once that one has written its Lease twice (created
+	// it, then renewed it or claimed clusters), so that it saw itself
+	// alone for a while, as the replica of the issue did.
 	ids := []string{"r1", "r2", "r3"}
 	for _, id := range ids {
 		r := startReplica(t, id, true, flags...)
 		// Slow at start-up only: the updates below are timed by the
 		// members' mirrors, not by the hub's lists.
 		defer r.slow.Store(false)
+		key := client.ObjectKey{Namespace: startupSystemNS, Name: startupGroup + "-" + id}
+		created := ""
+		Eventually(func(g Gomega) {
+			l := &coordinationv1.Lease{}
+			g.Expect(fleet.Hub.Client.Get(ctx, key, l)).To(Succeed())
+			if created == "" {
+				created = l.ResourceVersion
+			}
+			g.Expect(l.ResourceVersion).NotTo(Equal(created))
+		}).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
 	}
 	want := shard.Assign(all, ids, shard.DefaultEpsilon)
 	split := startupSplit(t, time.Minute, want, ids...)
