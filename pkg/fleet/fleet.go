@@ -721,20 +721,33 @@ func (f *Fleet) LocalSynced() bool {
 	return true
 }
 
-// WaitForLocal blocks until LocalSynced or ctx ends.
+// WaitForLocal blocks until LocalSynced or ctx ends. It looks at the
+// local connections of the moment, every localPoll, not at those there
+// were when it began: a sharded hub engages its own cluster again when
+// its role there changes (read only, served, read only), and a connection
+// replaced before its caches synced never syncs. Waiting on that one
+// left a replica with no queue, hence no writes and no status, for good.
 func (f *Fleet) WaitForLocal(ctx context.Context) error {
 	select {
 	case <-f.listedCh:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	for _, c := range f.sorted() {
-		if c.spec.Local && !c.cluster.WaitForSync(ctx) {
-			return fmt.Errorf("cluster %s: caches did not sync: %w", c.spec.Name, ctx.Err())
+	tick := time.NewTicker(localPoll)
+	defer tick.Stop()
+	for !f.LocalSynced() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the local caches did not sync: %w", ctx.Err())
+		case <-tick.C:
 		}
 	}
 	return nil
 }
+
+// localPoll is how often WaitForLocal looks at the local caches: a cheap
+// look (no request), and a tenth of a second of delay at start at most.
+const localPoll = 100 * time.Millisecond
 
 // NewRecorder returns a core/v1 event recorder writing to the cluster of
 // cfg as component, and the function that stops it. With httpClient, it

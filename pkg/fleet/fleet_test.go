@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -176,4 +178,59 @@ func count(lines []string, line string) int {
 		}
 	}
 	return n
+}
+
+// stalledLists holds every list and watch of Namespaces until the
+// request is cancelled: a connection through it never syncs.
+type stalledLists struct{ next http.RoundTripper }
+
+func (s stalledLists) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces" {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	return s.next.RoundTrip(r)
+}
+
+func (s stalledLists) WrappedRoundTripper() http.RoundTripper { return s.next }
+
+// TestWaitForLocalFollowsReplacement: the local cluster replaced before
+// its caches synced (a sharded hub engages its own cluster read only,
+// then for writing, as the split settles at start-up) does not hold the
+// controller's start for good; WaitForLocal returns once the connection
+// that replaced it has synced.
+func TestWaitForLocalFollowsReplacement(t *testing.T) {
+	if api == nil {
+		t.Skip("needs an API server")
+	}
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hand := make(handProvider, 1)
+	f := fleet.New(fleet.Options{
+		Provider: hand, ManagedBy: "test", FieldManager: "test", Finalizer: finalizer,
+		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second,
+		Kinds: clusters.KindOptions{Explicit: []schema.GroupVersionKind{secrets}, ProbeInterval: 200 * time.Millisecond},
+	})
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx, &journal{}) }()
+	e := <-hand
+
+	stalled := rest.CopyConfig(api.Hub.Config)
+	stalled.Wrap(func(rt http.RoundTripper) http.RoundTripper { return stalledLists{next: rt} })
+	first, replace := context.WithCancelCause(ctx)
+	g.Expect(e.Engage(first, fleet.Spec{Name: "hub", Config: stalled, Local: true, ReadOnly: true})).To(Succeed())
+	e.Listed()
+	waited := make(chan error, 1)
+	go func() { waited <- f.WaitForLocal(ctx) }()
+	g.Consistently(waited, time.Second).ShouldNot(Receive())
+	g.Expect(f.LocalSynced()).To(BeFalse())
+
+	replace(fleet.ErrReplaced)
+	g.Expect(e.Engage(ctx, fleet.Spec{Name: "hub", Config: api.Hub.Config, Local: true})).To(Succeed())
+	g.Eventually(waited, 20*time.Second).Should(Receive(BeNil()))
+	g.Expect(f.LocalSynced()).To(BeTrue())
+
+	cancel()
+	g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
 }

@@ -39,6 +39,8 @@ type SharedOptions struct {
 	// "{cluster}" in a value is replaced by the member's name (a file per
 	// member: --audit-log-path=/tmp/audit-{cluster}.log).
 	MemberArgs map[string]string
+	// HubArgs are the hub's, likewise ("{cluster}" is HubName).
+	HubArgs map[string]string
 	// MemberEnv are extra environment variables (NAME=value) of the
 	// members' API server processes, e.g. Go's GOGC or GOMEMLIMIT.
 	MemberEnv []string
@@ -93,7 +95,7 @@ func StartShared(dir string, o SharedOptions, memberNames ...string) (*Fleet, er
 	}
 	build := func(name string) (*Cluster, error) {
 		if name == HubName {
-			return newSharedCluster(name, assets, etcd, nil, nil, o.Output)
+			return newSharedCluster(name, assets, etcd, o.HubArgs, nil, o.Output)
 		}
 		return newSharedCluster(name, assets, etcd, o.MemberArgs, o.MemberEnv, o.Output)
 	}

@@ -119,9 +119,10 @@ func TestAssignAdditionMovesAboutOneNth(t *testing.T) {
 // TestAssignRemovalMovesOnlyItsClusters: when a replica dies only its
 // clusters move. The load bound can in principle spill others (a
 // replica full before has room once the bound grows); these fleets, the
-// sizes the hub runs at, show none.
+// sizes the hub runs at, show none. (Small fleets, balanced exactly, are
+// TestAssignSmallFleet's.)
 func TestAssignRemovalMovesOnlyItsClusters(t *testing.T) {
-	for _, tc := range []struct{ clusters, replicas int }{{12, 3}, {13, 3}, {100, 4}, {300, 9}, {1000, 15}} {
+	for _, tc := range []struct{ clusters, replicas int }{{13, 3}, {20, 3}, {100, 4}, {300, 9}, {1000, 15}} {
 		for dead := range tc.replicas {
 			cl, rs := names("member", tc.clusters), names("hub", tc.replicas)
 			before := Assign(cl, rs, DefaultEpsilon)
@@ -142,7 +143,7 @@ func TestAssignRemovalMovesOnlyItsClusters(t *testing.T) {
 func TestAssignSpill(t *testing.T) {
 	extra, total := 0, 0
 	for seed := range 20 {
-		for _, tc := range []struct{ clusters, replicas int }{{12, 3}, {20, 4}, {100, 4}, {300, 9}} {
+		for _, tc := range []struct{ clusters, replicas int }{{13, 3}, {20, 4}, {100, 4}, {300, 9}} {
 			cl := names(fmt.Sprintf("m%d", seed), tc.clusters)
 			rs := names(fmt.Sprintf("h%d", seed), tc.replicas)
 			before := Assign(cl, rs, DefaultEpsilon)
@@ -157,5 +158,65 @@ func TestAssignSpill(t *testing.T) {
 	}
 	if float64(extra) > 0.01*float64(total) {
 		t.Errorf("%d of %d clusters that moved when a replica died were not its own", extra, total)
+	}
+}
+
+// TestAssignSmallFleet: up to ExactUpTo clusters per replica, every
+// replica serves the fair share rounded down or up (the issue's fleet of
+// the hub and six members over r1, r2 and r3 came out 4/3/0), and a
+// replica that comes or goes moves, besides its own clusters, at most
+// one more: a cluster its ring owner takes back as its share grows. Where
+// the others' share grows past ExactUpTo, the load bound takes over, and
+// up to a fair share more go back to their ring owners.
+func TestAssignSmallFleet(t *testing.T) {
+	issue := append([]string{"hub"}, names("member", 6)...)
+	for _, tc := range []struct {
+		name               string
+		clusters, replicas []string
+	}{
+		{"the issue's 7 over r1-r3", issue, []string{"r1", "r2", "r3"}},
+		{"7 over 3", names("c", 7), names("hub", 3)},
+		{"12 over 3", names("member", 12), names("hub", 3)},
+		{"5 over 4", names("member", 5), names("hub", 4)},
+		{"9 over 4", names("m", 9), names("r", 4)},
+		{"3 over 5", names("m", 3), names("r", 5)},
+		{"16 over 4", names("member", 16), names("hub", 4)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, r := len(tc.clusters), len(tc.replicas)
+			got := Assign(tc.clusters, tc.replicas, DefaultEpsilon)
+			load := map[string]int{}
+			for _, c := range tc.clusters {
+				load[got[c]]++
+			}
+			for _, rep := range tc.replicas {
+				if load[rep] != n/r && load[rep] != (n+r-1)/r {
+					t.Errorf("%s serves %d of %d clusters over %d replicas: %v", rep, load[rep], n, r, load)
+				}
+			}
+			for dead, gone := range tc.replicas {
+				rest := append(append([]string{}, tc.replicas[:dead]...), tc.replicas[dead+1:]...)
+				after := Assign(tc.clusters, rest, DefaultEpsilon)
+				allowed := 1
+				if (n+r-2)/(r-1) > ExactUpTo {
+					allowed = n / r
+				}
+				for _, change := range []struct {
+					what          string
+					before, after map[string]string
+				}{{gone + " leaves", got, after}, {gone + " joins", after, got}} {
+					_, which := moved(change.before, change.after)
+					extra := 0
+					for _, c := range which {
+						if change.before[c] != gone && change.after[c] != gone {
+							extra++
+						}
+					}
+					if extra > allowed {
+						t.Errorf("%s: %d clusters moved between the others: %v", change.what, extra, which)
+					}
+				}
+			}
+		})
 	}
 }

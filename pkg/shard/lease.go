@@ -40,6 +40,9 @@ type peer struct {
 	claims          []string
 	resourceVersion string
 	seen            time.Time
+	// since is when the replica was seen live first in its current run of
+	// changes less than a lease duration apart.
+	since time.Time
 }
 
 // leases keeps this replica's Lease and watches the group's Leases.
@@ -100,7 +103,12 @@ func (l *leases) observe(obj any) {
 	l.mu.Lock()
 	p := l.peers[lease.Name]
 	if p == nil || p.resourceVersion != lease.ResourceVersion {
-		l.peers[lease.Name] = &peer{identity: holder(lease), claims: parseClaims(lease), resourceVersion: lease.ResourceVersion, seen: time.Now()}
+		now := time.Now()
+		since := now
+		if p != nil && now.Sub(p.seen) < l.duration {
+			since = p.since
+		}
+		l.peers[lease.Name] = &peer{identity: holder(lease), claims: parseClaims(lease), resourceVersion: lease.ResourceVersion, seen: now, since: since}
 	}
 	l.mu.Unlock()
 	l.changed()
@@ -218,6 +226,29 @@ func (l *leases) live() []string {
 		}
 	}
 	return out
+}
+
+// settled lists the identities of the replicas, this one included, that
+// have been live for settle at least: their Leases changed less than a
+// lease duration apart ever since, on this replica's clock. settling
+// reports whether a live replica, this one included, has not been live
+// that long yet.
+func (l *leases) settled(settle time.Duration) (out []string, settling bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.peers[l.name] == nil {
+		settling = true // its own Lease not seen yet
+	}
+	for _, p := range l.peers {
+		switch {
+		case time.Since(p.seen) >= l.duration:
+		case time.Since(p.since) >= settle:
+			out = append(out, p.identity)
+		default:
+			settling = true
+		}
+	}
+	return out, settling
 }
 
 // claimedByOther reports whether another replica may serve cluster: a

@@ -15,7 +15,7 @@ var (
 	})
 	liveReplicas = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fleetmirror_hub_shard_replicas",
-		Help: "Live hub replicas this replica sees, itself included while its Lease is fresh.",
+		Help: "Live hub replicas this replica divides the clusters among (those live for a quarter of a lease duration), itself included while its Lease is fresh.",
 	})
 	reassignments = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleetmirror_hub_shard_reassignments_total",

@@ -73,6 +73,7 @@ func (p *Provider) Run(ctx context.Context, e fleet.Engager) error {
 		renewC: make(chan struct{}, 1),
 		left:   make(chan leftEngagement, 16),
 		retry:  p.LeaseDuration / 8,
+		settle: p.LeaseDuration / 4,
 		renewD: RenewDeadline(p.LeaseDuration),
 	}
 	s.leases = &leases{client: client.Leases(p.Namespace), name: leaseName(p.Group, p.Identity), identity: p.Identity,
@@ -125,6 +126,7 @@ type sharder struct {
 	leases *leases
 	retry  time.Duration
 	renewD time.Duration
+	settle time.Duration
 
 	mu          sync.Mutex
 	regs        map[string]*registration
@@ -224,9 +226,13 @@ func (s *sharder) renew(ctx context.Context) {
 func (s *sharder) step(ctx context.Context) {
 	log := logf.FromContext(ctx)
 	fresh := s.leases.fresh(s.renewD)
-	live := s.leases.live()
-	if fresh {
-		live = append(live, s.opts.Identity)
+	// The split is made over the replicas live for settle at least, this
+	// one included, and no cluster is claimed anew while a replica is
+	// still settling: replicas that start together do not divide the
+	// clusters among the first of them to be seen and then again.
+	live, settling := s.leases.settled(s.settle)
+	if !fresh {
+		live = slices.DeleteFunc(live, func(id string) bool { return id == s.opts.Identity })
 	}
 	leaseFresh.Set(b2f(fresh))
 	liveReplicas.Set(float64(len(live)))
@@ -249,7 +255,7 @@ func (s *sharder) step(ctx context.Context) {
 			if h.reg != reg { // registered again: the old engagement ended with it
 				s.engageIdle(ctx, name, reg, h)
 			}
-			if want && !s.leases.claimedByOther(ctx, name) {
+			if want && !settling && !s.leases.claimedByOther(ctx, name) {
 				h.state = claimed
 				s.claim(name, true)
 			}
@@ -337,13 +343,16 @@ func (s *sharder) engageIdle(ctx context.Context, name string, reg *registration
 		h.cancel(fleet.ErrReplaced) // a writable engagement ends at once
 		h.cancel = nil
 	}
+	// The first engagement has no connection to wait for: the fleet knows
+	// the cluster before this replica tells it that it listed them all.
+	first := h.gen == 0
 	ectx, spec := s.engagement(name, reg, h)
 	if spec.Local {
 		spec.ReadOnly = true
 	} else {
 		spec.Elsewhere = true
 	}
-	s.engage(ctx, ectx, spec, h.cancel)
+	s.engage(ctx, ectx, spec, h.cancel, spec.Local && !first)
 }
 
 // serve engages a cluster for writing.
@@ -360,7 +369,7 @@ func (s *sharder) serve(ctx context.Context, name string, reg *registration, h *
 	logf.FromContext(ctx).Info("Serving the cluster", "cluster", name)
 	h.state = serving
 	reassignments.WithLabelValues("acquired").Inc()
-	s.engage(ctx, ectx, spec, h.cancel)
+	s.engage(ctx, ectx, spec, h.cancel, spec.Local)
 }
 
 // release hands a served cluster over: its engagement ends with
@@ -370,16 +379,22 @@ func (s *sharder) release(ctx context.Context, name string, h *held) {
 	h.cancel(fleet.ErrHandedOver)
 	h.state = releasing
 	reassignments.WithLabelValues("released").Inc()
-	if h.reg.spec.Local {
-		return // engaged read only again once torn down
-	}
-	// Registered still: the fleet knows it as served elsewhere meanwhile,
-	// and from then on. h.gen stays that of the engagement torn down.
+	// Registered still, it is engaged again at once: as served elsewhere,
+	// or, the hub's own cluster, read only, which the fleet connects as
+	// soon as the served connection is torn down. So the fleet never has
+	// the name unknown, and the hub's sources are never left unwatched
+	// (it was engaged read only only once torn down, from the loop, which
+	// a quick hand-back could overtake). h.gen stays that of the
+	// engagement torn down.
 	ectx, cancel := context.WithCancelCause(h.reg.ctx)
 	spec := s.specOf(h.reg)
-	spec.Elsewhere = true
+	if spec.Local {
+		spec.ReadOnly = true
+	} else {
+		spec.Elsewhere = true
+	}
 	h.cancel = cancel
-	s.engage(ctx, ectx, spec, cancel)
+	s.engage(ctx, ectx, spec, cancel, spec.Local)
 }
 
 // specOf is the Spec of reg, read under the lock Relabel takes.
@@ -392,8 +407,8 @@ func (s *sharder) specOf(reg *registration) fleet.Spec {
 // engage engages spec in the fleet. Engaging a cluster whose previous
 // connection is still being torn down waits for it, so the hub's own
 // cluster, which is engaged again on every change of role, is engaged in
-// the background.
-func (s *sharder) engage(ctx context.Context, ectx context.Context, spec fleet.Spec, cancel context.CancelCauseFunc) {
+// the background then.
+func (s *sharder) engage(ctx context.Context, ectx context.Context, spec fleet.Spec, cancel context.CancelCauseFunc, background bool) {
 	do := func() {
 		if err := s.e.Engage(ectx, spec); err != nil && ectx.Err() == nil {
 			logf.FromContext(ctx).Error(err, "Cannot engage the cluster", "cluster", spec.Name)
@@ -402,7 +417,7 @@ func (s *sharder) engage(ctx context.Context, ectx context.Context, spec fleet.S
 			}
 		}
 	}
-	if spec.Local {
+	if background {
 		go do()
 		return
 	}
@@ -410,8 +425,7 @@ func (s *sharder) engage(ctx context.Context, ectx context.Context, spec fleet.S
 }
 
 // engagementLeft is told that an engagement was torn down. One that was
-// being released has its claim withdrawn now; the hub's own cluster is
-// engaged again, read only.
+// being released has its claim withdrawn now.
 func (s *sharder) engagementLeft(ctx context.Context, l leftEngagement) {
 	h := s.held[l.name]
 	if h == nil || h.gen != l.gen || h.state != releasing {
@@ -421,14 +435,10 @@ func (s *sharder) engagementLeft(ctx context.Context, l leftEngagement) {
 	h.state = idle
 	s.claim(l.name, false)
 	s.mu.Lock()
-	reg, registered := s.regs[l.name]
+	_, registered := s.regs[l.name]
 	s.mu.Unlock()
-	switch {
-	case !registered:
+	if !registered {
 		delete(s.held, l.name)
-	case reg.spec.Local:
-		h.cancel = nil
-		s.engageIdle(ctx, l.name, reg, h)
 	}
 }
 

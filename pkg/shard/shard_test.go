@@ -46,7 +46,8 @@ var (
 	auditDir string
 )
 
-// auditPolicy records the writes of Secrets in the mirrors' namespace, with
+// auditPolicy records the writes of Secrets in the mirrors' namespace and,
+// in the hub, the sources' of TestShardedHubStartUp (their status), with
 // the user agent that tells the hub replicas apart.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -55,7 +56,7 @@ rules:
 - level: Metadata
   resources: [{group: "", resources: ["secrets"]}]
   verbs: ["create", "update", "patch", "delete"]
-  namespaces: ["` + mirrorNS + `"]
+  namespaces: ["` + mirrorNS + `", "` + startupSrcNS + `"]
 - level: None
 `
 
@@ -81,10 +82,11 @@ func TestMain(m *testing.M) {
 		for i := range names {
 			names[i] = fmt.Sprintf("member-%02d", i)
 		}
-		fleet, err = fleettest.StartShared("", fleettest.SharedOptions{MemberArgs: map[string]string{
+		audit := map[string]string{
 			"audit-policy-file": policy,
 			"audit-log-path":    filepath.Join(auditDir, "{cluster}.log"),
-		}}, names...)
+		}
+		fleet, err = fleettest.StartShared("", fleettest.SharedOptions{MemberArgs: audit, HubArgs: audit}, names...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -109,17 +111,32 @@ type replica struct {
 	// loses its own while it still reads the hub's sources and reaches
 	// the members, which is what fencing must stop.
 	leasesCut atomic.Bool
+	// slow, when set, holds each list and watch of Namespaces for
+	// slowNamespaces first: a connection to the hub takes that long to
+	// sync, as on a loaded hub API server.
+	slow atomic.Bool
 }
 
-// leaseFault fails the requests for Leases while cut is set.
+// slowNamespaces is how long a slow replica's Namespace lists wait.
+const slowNamespaces = time.Second
+
+// leaseFault fails the requests for Leases while cut is set, and holds
+// those for Namespaces while slow is.
 type leaseFault struct {
-	next http.RoundTripper
-	cut  *atomic.Bool
+	next      http.RoundTripper
+	cut, slow *atomic.Bool
 }
 
 func (f leaseFault) RoundTrip(r *http.Request) (*http.Response, error) {
 	if f.cut.Load() && strings.Contains(r.URL.Path, "/apis/coordination.k8s.io/") {
 		return nil, errors.New("leases cut off by the test")
+	}
+	if f.slow.Load() && r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces" {
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-time.After(slowNamespaces):
+		}
 	}
 	return f.next.RoundTrip(r)
 }
@@ -127,21 +144,26 @@ func (f leaseFault) RoundTrip(r *http.Request) (*http.Response, error) {
 // WrappedRoundTripper lets client-go see through the fault.
 func (f leaseFault) WrappedRoundTripper() http.RoundTripper { return f.next }
 
-func startReplica(t *testing.T, id string) *replica {
+// startReplica starts the replica id, with flags that override the
+// defaults; slow sets its slow from the start.
+func startReplica(t *testing.T, id string, slow bool, flags ...string) *replica {
 	t.Helper()
-	o, err := hub.ParseOptions(
-		"--cluster-name=hub", "--namespace="+systemNS, "--cluster-secrets-namespace="+secretsNS,
+	o, err := hub.ParseOptions(append([]string{
+		"--cluster-name=hub", "--namespace=" + systemNS, "--cluster-secrets-namespace=" + secretsNS,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--resync-period=0",
 		"--cluster-probe-interval=300ms", "--cluster-probe-timeout=1s", "--api-call-timeout=5s",
 		"--resource-types=Secret.v1", "--leader-elect=false",
-		"--shards=auto", "--shard-id="+id, "--shard-lease-duration="+leaseDuration.String(),
-	)
+		"--shards=auto", "--shard-id=" + id, "--shard-lease-duration=" + leaseDuration.String(),
+	}, flags...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &replica{id: id, done: make(chan error, 1)}
+	r.slow.Store(slow)
 	cfg := rest.CopyConfig(fleet.Hub.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return leaseFault{next: rt, cut: &r.leasesCut} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return leaseFault{next: rt, cut: &r.leasesCut, slow: &r.slow}
+	})
 	o.RESTConfig = cfg
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -160,9 +182,14 @@ func (r *replica) stop() {
 // claims reads the claims of the replicas ids from their Leases (one cut
 // off from the hub's API server cannot withdraw its own).
 func claims(g Gomega, ids ...string) map[string][]string {
+	return groupClaims(g, systemNS, group, ids...)
+}
+
+// groupClaims is claims of the group grp, whose Leases are in ns.
+func groupClaims(g Gomega, ns, grp string, ids ...string) map[string][]string {
 	var list coordinationv1.LeaseList
-	g.Expect(fleet.Hub.Client.List(context.Background(), &list, client.InNamespace(systemNS),
-		client.MatchingLabels{shard.LabelGroup: group})).To(Succeed())
+	g.Expect(fleet.Hub.Client.List(context.Background(), &list, client.InNamespace(ns),
+		client.MatchingLabels{shard.LabelGroup: grp})).To(Succeed())
 	out := map[string][]string{}
 	for _, l := range list.Items {
 		if v := l.Annotations[shard.AnnotationClaims]; v != "" && slices.Contains(ids, *l.Spec.HolderIdentity) {
@@ -242,7 +269,7 @@ func TestShardedHub(t *testing.T) {
 			Expect(fleettest.RegisterPlain(ctx, fleet.Hub.Client, secretsNS, c, nil, nil)).To(Succeed())
 		}
 	}
-	a, b, c := startReplica(t, "hub-a"), startReplica(t, "hub-b"), startReplica(t, "hub-c")
+	a, b, c := startReplica(t, "hub-a", false), startReplica(t, "hub-b", false), startReplica(t, "hub-c", false)
 	three := settled(t, time.Minute, a.id, b.id, c.id)
 	t.Logf("three replicas: %v", three)
 
@@ -295,7 +322,7 @@ func TestShardedHub(t *testing.T) {
 
 	// A fourth replica takes about a quarter of the clusters, all from
 	// the others, and nothing else moves.
-	d := startReplica(t, "hub-d")
+	d := startReplica(t, "hub-d", false)
 	withD := settled(t, time.Minute, a.id, b.id, d.id)
 	moved := 0
 	for cl, was := range two {
@@ -328,7 +355,7 @@ func TestShardedHub(t *testing.T) {
 	// one run, which no write of another replica interrupts.
 	total := 0
 	for _, m := range fleet.Clusters()[1:] {
-		ws := auditWrites(t, m.Name)
+		ws := auditWrites(t, m.Name, "shared")
 		total += len(ws)
 		var runs []string
 		for _, w := range ws {
@@ -348,9 +375,9 @@ type auditWrite struct {
 	at      time.Time
 }
 
-// auditWrites reads the successful writes of the mirror in cluster's
-// audit log, in the order the API server completed them.
-func auditWrites(t *testing.T, cluster string) []auditWrite {
+// auditWrites reads the successful writes of the Secrets named name in
+// cluster's audit log, in the order the API server completed them.
+func auditWrites(t *testing.T, cluster, name string) []auditWrite {
 	t.Helper()
 	f, err := os.Open(filepath.Join(auditDir, cluster+".log"))
 	if err != nil {
@@ -372,7 +399,7 @@ func auditWrites(t *testing.T, cluster string) []auditWrite {
 			t.Fatal(err)
 		}
 		id, ok := strings.CutPrefix(ev.UserAgent, shard.UserAgent(""))
-		if !ok || ev.Stage != "ResponseComplete" || ev.ObjectRef.Name != "shared" || ev.ResponseStatus.Code >= 300 {
+		if !ok || ev.Stage != "ResponseComplete" || ev.ObjectRef.Name != name || ev.ResponseStatus.Code >= 300 {
 			continue
 		}
 		out = append(out, auditWrite{replica: id, at: ev.StageTimestamp})
