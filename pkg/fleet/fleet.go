@@ -158,6 +158,13 @@ type connection struct {
 	refusedBy string
 }
 
+// listed reports whether the connection is one of the fleet's clusters
+// (Clusters, Members): every one but a refused registration. One whose
+// claim is not decided yet is connecting, or unreachable while its
+// identity cannot be read; nothing is read or written through it until
+// it serves (Cluster returns only those). Under f.mu.
+func (c *connection) listed() bool { return c.refusedBy == "" }
+
 // remote is a cluster engaged with Spec.Elsewhere.
 type remote struct {
 	spec    Spec
@@ -734,7 +741,7 @@ func (f *Fleet) setSize() {
 	f.mu.RLock()
 	n := 0
 	for _, c := range f.conns {
-		if c.serving {
+		if c.listed() {
 			n++
 		}
 	}
@@ -861,13 +868,12 @@ func (f *Fleet) Started() []*clusters.Cluster {
 	return out
 }
 
-// sorted lists the connections that serve their cluster, local ones
-// first, then by name.
+// sorted lists the listed connections, local ones first, then by name.
 func (f *Fleet) sorted() []*connection {
 	f.mu.RLock()
 	out := make([]*connection, 0, len(f.conns))
 	for _, c := range f.conns {
-		if c.serving {
+		if c.listed() {
 			out = append(out, c)
 		}
 	}
@@ -928,7 +934,7 @@ func (f *Fleet) Members() []Member {
 func (f *Fleet) Member(name string) (Member, bool) {
 	f.mu.RLock()
 	c, ok := f.conns[name]
-	ok = ok && c.serving
+	ok = ok && c.listed()
 	f.mu.RUnlock()
 	if !ok {
 		return Member{}, false
