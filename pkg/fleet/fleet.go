@@ -149,9 +149,9 @@ type connection struct {
 
 	// The claim on the cluster's identity (Options.Identities), guarded by
 	// the fleet's mu: the identity once read, whether its first read was
-	// tried, whether the connection serves (only then is it started and
-	// listed by Clusters and Members), and the registration it was refused
-	// for.
+	// tried, whether the connection serves (only then is it started, and
+	// returned by Cluster), and the registration it was refused for (a
+	// refused one is not listed by Clusters and Members).
 	identity  string
 	tried     bool
 	serving   bool
