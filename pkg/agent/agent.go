@@ -41,6 +41,9 @@ type Writer struct {
 	RestartWatchesOnReturn bool
 	// Metrics are the per-cluster series the writer publishes.
 	Metrics fleet.Metrics
+	// Identities serves each cluster through one registration only: see
+	// fleet.Options.
+	Identities bool
 	// AllowedSourceClusters and AllowedSourceNamespaces limit the sources
 	// whose entries the writer serves; empty allows all.
 	AllowedSourceClusters, AllowedSourceNamespaces glob.List
@@ -85,6 +88,7 @@ func Run(ctx context.Context, o Options, w Writer) error {
 		Limit:                  o.Limited,
 		Kinds:                  o.KindOptions(),
 		Metrics:                w.Metrics,
+		Identities:             w.Identities,
 	})
 	co := controller.Options{
 		Name:                        w.Name,

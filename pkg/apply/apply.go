@@ -78,6 +78,11 @@ type Applier struct {
 	FieldManager string
 	// ManagedBy is the LabelManagedBy value of our mirrors.
 	ManagedBy string
+	// Renamed, when set, reports whether our mirrors of a source in the
+	// cluster named from may be taken over by the same source (same UID)
+	// seen in the cluster named to: the cluster was registered again
+	// under a new name (see takesOver).
+	Renamed func(from, to string) bool
 
 	// accepted remembers, per mirror UID, a live hash that differs from the
 	// desired hash only by what the API server added (defaults, webhook
@@ -194,7 +199,12 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		return out, err
 	}
 	if err := a.checkOwner(live, want); err != nil {
-		return Conflict, err
+		if !a.takesOver(live, want) {
+			return Conflict, err
+		}
+		// Ours, of the same source under the cluster's former name: one
+		// update in place makes it the mirror of the new name.
+		return a.updateOrRefresh(ctx, key, res, live.GetResourceVersion(), want, sourceVerified, adopt)
 	}
 	observed := live.ObservedHash
 	if observed == wantHash || a.isAccepted(live.GetUID(), observed, wantHash) {
@@ -222,6 +232,12 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 
 func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.Objects, full, want *unstructured.Unstructured, sourceVerified bool, adopt []peers.Tool) (Outcome, error) {
 	if err := a.checkOwner(full, want); err != nil {
+		if a.takesOver(full, want) {
+			if secretType, immutable := clusters.Traits(full); needsReplace(secretType, immutable, want) {
+				return a.replace(ctx, key, res, full, want)
+			}
+			return a.update(ctx, key, res, full.GetResourceVersion(), want)
+		}
 		return a.adoptOrRefuse(ctx, key, res, full, want, sourceVerified, adopt, err)
 	}
 	if wantHash := want.GetAnnotations()[annotations.AnnotationContentHash]; desired.Hash(full) == wantHash {
@@ -403,6 +419,22 @@ func (a *Applier) checkOwner(live metav1.Object, want *unstructured.Unstructured
 		owner = live.GetAnnotations()[annotations.AnnotationSource]
 	}
 	return &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: owner}
+}
+
+// takesOver reports whether live, a mirror that checkOwner refused for
+// want, is ours and of want's very source under another cluster name that
+// Renamed accepts: our labels, the same namespace and name in the source
+// reference, and the same source UID (which the API server chose, and no
+// other cluster's object has).
+func (a *Applier) takesOver(live metav1.Object, want *unstructured.Unstructured) bool {
+	if a.Renamed == nil || !desired.IsMirror(live.GetLabels()) || live.GetLabels()[annotations.LabelManagedBy] != a.ManagedBy {
+		return false
+	}
+	la, wa := live.GetAnnotations(), want.GetAnnotations()
+	uid := wa[annotations.AnnotationSourceUID]
+	from, rest, ok1 := strings.Cut(la[annotations.AnnotationSource], "/")
+	to, wantRest, ok2 := strings.Cut(wa[annotations.AnnotationSource], "/")
+	return ok1 && ok2 && uid != "" && la[annotations.AnnotationSourceUID] == uid && rest == wantRest && from != to && a.Renamed(from, to)
 }
 
 // needsReplace reports whether a live object with the given Traits cannot

@@ -63,6 +63,8 @@ type Report struct {
 	Source  Source      `json:"source"`
 	Targets []Target    `json:"targets"`
 	Pull    *PullReport `json:"pull,omitempty"`
+	// HubClusters are the hub's clusters, with --hub-context.
+	HubClusters []HubCluster `json:"hubClusters,omitempty"`
 }
 
 // Source is the source's parsed settings.
@@ -151,6 +153,9 @@ func (c *Client) Inspect(ctx context.Context, mapping *meta.RESTMapping, namespa
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c.Hub != nil {
+		r.HubClusters = c.Hub.Summary()
 	}
 	r.Source.Events, err = c.events(ctx, src)
 	return r, err
@@ -263,6 +268,9 @@ func (c *Client) remoteTargets(ctx context.Context, mapping *meta.RESTMapping, s
 	byName := map[string]*RemoteCluster{}
 	for i := range c.Hub.Clusters {
 		rc := &c.Hub.Clusters[i]
+		if rc.DuplicateOf != "" {
+			continue // the hub refuses it: no target
+		}
 		byName[rc.Name] = rc
 		tc := targets.Cluster{Name: rc.Name, Labels: rc.Labels, State: targets.Ready, KindSynced: true, Namespaces: rc.Namespaces,
 			Excluded: rc.Excluded, ExcludedBecause: rc.ExcludedBecause}

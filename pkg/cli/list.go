@@ -15,6 +15,8 @@ import (
 // Listing is what list prints: one line per source.
 type Listing struct {
 	Sources []Line `json:"sources"`
+	// HubClusters are the hub's clusters, with --hub-context.
+	HubClusters []HubCluster `json:"hubClusters,omitempty"`
 }
 
 // Line is one source with its targets counted by state.
@@ -57,6 +59,9 @@ func (o *options) listCommand() *cobra.Command {
 			l, err := c.List(cmd.Context(), ns)
 			if err != nil {
 				return err
+			}
+			if c.Hub != nil {
+				l.HubClusters = c.Hub.Summary()
 			}
 			return o.print(output, l, func(w io.Writer) error { return printListing(w, l) })
 		},
@@ -110,6 +115,23 @@ func printListing(w io.Writer, l *Listing) error {
 			fmt.Fprintf(tw, "\t%d", line.States[s])
 		}
 		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printHubClusters(w, l.HubClusters)
+}
+
+// printHubClusters writes the hub's clusters, when there are any.
+func printHubClusters(w io.Writer, hcs []HubCluster) error {
+	if len(hcs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nHub clusters:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tIDENTITY\tSTATE")
+	for _, hc := range hcs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", hc.Name, orNone(hc.Identity), hc.State)
 	}
 	return tw.Flush()
 }

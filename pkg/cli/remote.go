@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
@@ -56,6 +57,60 @@ type RemoteCluster struct {
 	Namespaces      []targets.Namespace
 	// Err says why the cluster could not be read: it is Unreachable.
 	Err error
+	// Identity is the cluster's identity (the UID of its kube-system
+	// Namespace), "" when it could not be read.
+	Identity string
+	// DuplicateOf names the registration that keeps the cluster when this
+	// one reaches a cluster registered already: the hub refuses it and
+	// leaves it out of every target.
+	DuplicateOf string
+	// since and local order the registrations as the hub does (fleet.Award).
+	since time.Time
+	local bool
+}
+
+// HubCluster is one cluster of the hub's fleet as list and status report
+// it with --hub-context.
+type HubCluster struct {
+	Name string `json:"name"`
+	// Identity is the UID of the cluster's kube-system Namespace: two
+	// registrations with one identity reach one cluster.
+	Identity string `json:"identity,omitempty"`
+	// State is "serving", "duplicate of NAME" (refused by the hub until
+	// NAME goes away) or "unreachable: ERROR".
+	State string `json:"state"`
+}
+
+// Summary lists the hub's clusters with their identity and state.
+func (h *Hub) Summary() []HubCluster {
+	out := make([]HubCluster, 0, len(h.Clusters))
+	for _, rc := range h.Clusters {
+		state := "serving"
+		switch {
+		case rc.DuplicateOf != "":
+			state = "duplicate of " + rc.DuplicateOf
+		case rc.Err != nil:
+			state = "unreachable: " + rc.Err.Error()
+		}
+		out = append(out, HubCluster{Name: rc.Name, Identity: rc.Identity, State: state})
+	}
+	return out
+}
+
+// awardClusters marks the registrations the hub refuses for reaching a
+// cluster another one keeps, decided as the hub decides at its start
+// (fleet.Award). The hub keeps a cluster with the registration serving
+// it, even a younger one, until it goes away: a hub that ran before the
+// older registration existed may differ.
+func awardClusters(rcs []RemoteCluster) {
+	claims := make([]fleet.Claim, len(rcs))
+	for i, rc := range rcs {
+		claims[i] = fleet.Claim{Name: rc.Name, Local: rc.local, Since: rc.since, Identity: rc.Identity, Tried: true}
+	}
+	_, refused := fleet.Award(claims)
+	for i := range rcs {
+		rcs[i].DuplicateOf = refused[rcs[i].Name]
+	}
 }
 
 // LoadHub reads the hub's options from its Deployment in namespace of the
@@ -83,9 +138,11 @@ func LoadHub(ctx context.Context, cfg *rest.Config, namespace string) (*Hub, err
 	if err != nil {
 		return nil, err
 	}
+	specs[0].Local = true
 	for _, s := range append(specs, registered...) {
 		h.Clusters = append(h.Clusters, connect(ctx, s))
 	}
+	awardClusters(h.Clusters)
 	return h, nil
 }
 
@@ -153,7 +210,8 @@ func (discardEvents) AnnotatedEventf(runtime.Object, map[string]string, string, 
 
 // connect reads what target resolution needs of one cluster.
 func connect(ctx context.Context, s fleet.Spec) RemoteCluster {
-	rc := RemoteCluster{Name: s.Name, Labels: s.Labels, Excluded: s.ExcludedNamespaces, ExcludedBecause: s.ExcludedBecause}
+	rc := RemoteCluster{Name: s.Name, Labels: s.Labels, Excluded: s.ExcludedNamespaces, ExcludedBecause: s.ExcludedBecause,
+		since: s.Since, local: s.Local}
 	cfg := rest.CopyConfig(s.Config)
 	cfg.Timeout = remoteTimeout
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -178,6 +236,9 @@ func connect(ctx context.Context, s fleet.Spec) RemoteCluster {
 	}
 	for _, ns := range list.Items {
 		rc.Namespaces = append(rc.Namespaces, targets.Namespace{Name: ns.Name, Labels: ns.Labels, Terminating: ns.DeletionTimestamp != nil})
+		if ns.Name == clusters.IdentityNamespace {
+			rc.Identity = string(ns.UID)
+		}
 	}
 	return rc
 }

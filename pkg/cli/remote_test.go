@@ -55,6 +55,16 @@ func TestStatusRemote(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	deadKC = []byte(strings.Replace(string(deadKC), memR.Config.Host, "https://"+addr, 1))
 	g.Expect(fleettest.RegisterPlain(ctx, hubC.Client, agentNS, &fleettest.Cluster{Name: "dead"}, deadKC, nil)).To(Succeed())
+	// And twice more: member-x by a later Secret, and the hub's own
+	// cluster. The hub refuses both, and so does the plugin.
+	memberKC, err := memR.Kubeconfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = fleettest.RegisterAs(ctx, hubC.Client, agentNS, "member-x-again", "member-x-again", memberKC)
+	g.Expect(err).NotTo(HaveOccurred())
+	hubKC, err := hubC.Kubeconfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = fleettest.RegisterAs(ctx, hubC.Client, agentNS, "hub-again", "hub-again", hubKC)
+	g.Expect(err).NotTo(HaveOccurred())
 
 	src := &corev1.Secret{ObjectMeta: fleettest.SourceMeta("src", "creds", "*/shared"), StringData: map[string]string{"k": "v"}}
 	g.Expect(memR.Client.Create(ctx, src)).To(Succeed())
@@ -81,6 +91,9 @@ func TestStatusRemote(t *testing.T) {
 	// registration namespace is excluded in its own cluster.
 	rows := statusRemote()
 	g.Expect(rows).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.Missing)))
+	g.Expect(rows).NotTo(HaveKey(HavePrefix("member-x-again/")))
+	g.Expect(rows).NotTo(HaveKey(HavePrefix("hub-again/")))
+	hubClusters(t, plugin, hubC, memR)
 	g.Expect(rows).NotTo(HaveKey("member-x/shared"))
 	g.Expect(rows).To(HaveKeyWithValue("dead/", HaveField("State", cli.Unreachable)))
 	g.Expect(rows["dead/"].Reason).To(ContainSubstring("ClusterUnreachable"))
@@ -113,4 +126,36 @@ func TestStatusRemote(t *testing.T) {
 	g.Expect(statusRemote()).To(HaveKeyWithValue("hub/shared", HaveField("State", cli.Conflict)))
 
 	remotePulls(t, hubC, memR, plugin)
+}
+
+// hubClusters: list and status with --hub-context show every cluster of
+// the hub with its identity (the UID of its kube-system Namespace) and
+// state; a second registration of a cluster is a duplicate of the first.
+func hubClusters(t *testing.T, plugin func(args ...string) string, hubC, memR *fleettest.Cluster) {
+	t.Helper()
+	g := NewWithT(t)
+	uid := func(c *fleettest.Cluster) string {
+		ns := &corev1.Namespace{}
+		g.Expect(c.Client.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, ns)).To(Succeed())
+		return string(ns.UID)
+	}
+	var l cli.Listing
+	out := plugin("list", "-A", "-o", "json")
+	g.Expect(json.Unmarshal([]byte(out), &l)).To(Succeed(), out)
+	byName := map[string]cli.HubCluster{}
+	for _, hc := range l.HubClusters {
+		byName[hc.Name] = hc
+	}
+	g.Expect(byName).To(HaveLen(5))
+	g.Expect(byName["hub"]).To(Equal(cli.HubCluster{Name: "hub", Identity: uid(hubC), State: "serving"}))
+	g.Expect(byName["member-x"]).To(Equal(cli.HubCluster{Name: "member-x", Identity: uid(memR), State: "serving"}))
+	g.Expect(byName["member-x-again"]).To(Equal(cli.HubCluster{Name: "member-x-again", Identity: uid(memR), State: "duplicate of member-x"}))
+	g.Expect(byName["hub-again"]).To(Equal(cli.HubCluster{Name: "hub-again", Identity: uid(hubC), State: "duplicate of hub"}))
+	g.Expect(byName["dead"].Identity).To(BeEmpty())
+	g.Expect(byName["dead"].State).To(HavePrefix("unreachable: "))
+
+	text := plugin("status", "secret/creds", "-n", "src")
+	g.Expect(text).To(ContainSubstring("Hub clusters:"))
+	g.Expect(text).To(MatchRegexp(`member-x-again\s+` + uid(memR) + `\s+duplicate of member-x`))
+	g.Expect(plugin("list", "-A")).To(MatchRegexp(`hub-again\s+` + uid(hubC) + `\s+duplicate of hub`))
 }

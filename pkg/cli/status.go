@@ -105,6 +105,9 @@ func printReport(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintf(w, "(%d other namespaces %s; -o json lists them)\n", unmatched, what)
 	}
+	if err := printHubClusters(w, r.HubClusters); err != nil {
+		return err
+	}
 	return printEvents(w, s.Events)
 }
 

@@ -117,5 +117,11 @@ func newPipeline(o Options) (*Reconciler, *eventSource) {
 		build:   desired.Options{ManagedBy: o.Identity.ManagedBy, Strip: o.Strip},
 		breaker: breaker{threshold: o.BreakerThreshold, base: o.BreakerBase, max: o.BreakerMax},
 	}
+	if o.Scope == ScopeRemote {
+		// A cluster registered again under a new name takes over the
+		// mirrors of its sources written under the old one, when that
+		// name is no longer registered or reaches the same cluster.
+		r.Applier.Renamed = func(from, to string) bool { return !o.Fleet.Registered(from) || o.Fleet.SameCluster(from, to) }
+	}
 	return r, &eventSource{reconciler: r, fleet: o.Fleet, crossCluster: o.Scope == ScopeRemote}
 }

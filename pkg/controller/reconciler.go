@@ -203,16 +203,53 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 // the hub sees this). Its mirrors are deleted or kept, as the operator chose.
 func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string) (Result, error) {
 	if r.fleet.Registered(key.Cluster) {
-		// Served by another replica of a sharded hub, or coming back with
-		// new credentials: not an orphan. Its own replica reports on it.
+		// Served by another replica of a sharded hub, coming back with
+		// new credentials, or refused as a duplicate of a cluster served
+		// under another name: not an orphan. Its own replica reports on it.
 		return Result{}, nil
+	}
+	keep, wait := r.renamedMirrors(key, ref)
+	if wait {
+		return Result{RequeueAfter: retryStale}, nil
 	}
 	if !r.opts.DeleteOrphansOfUnregistered {
 		logf.FromContext(ctx).Info("Keeping mirrors of a source whose cluster is not registered", "source", ref)
 		return Result{}, nil
 	}
-	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
+	sum := r.deleteUntargeted(ctx, key, ref, keep, nil)
 	return Result{}, sum.err()
+}
+
+// renamedMirrors returns, for a source whose cluster left the fleet, the
+// mirrors its cluster's new registration takes over (Applier.Renamed):
+// those of the same source, by UID, as seen through the new name. It
+// reports wait while that registration does not serve yet or has not
+// listed the kind: nothing is deleted meanwhile.
+func (r *Reconciler) renamedMirrors(key Key, ref string) (keep []Target, wait bool) {
+	to, renamed := r.fleet.Successor(key.Cluster)
+	if !renamed {
+		return nil, false
+	}
+	c := r.fleet.Cluster(to)
+	if c == nil {
+		return nil, true
+	}
+	if synced, _ := c.KindSynced(key.GVK); !synced {
+		return nil, true
+	}
+	src, ok := c.Source(key.GVK, key.Namespace, key.Name)
+	if !ok {
+		return nil, false
+	}
+	covered, _ := r.mirrorClusters(key.Cluster)
+	for _, mc := range covered {
+		for _, m := range mc.MirrorsOf(key.GVK, ref) {
+			if m.GetAnnotations()[annotations.AnnotationSourceUID] == string(src.GetUID()) {
+				keep = append(keep, Target{Cluster: mc, Namespace: m.GetNamespace()})
+			}
+		}
+	}
+	return keep, false
 }
 
 // refusalsPerSecond and refusalBurst bound the SourceRefused warnings about

@@ -57,6 +57,13 @@ type Options struct {
 	// Metrics are the series the fleet keeps per cluster; nil ones are
 	// not kept.
 	Metrics Metrics
+	// Identities serves each cluster through one registration only: the
+	// identity of every engaged cluster (clusters.Cluster.Identity) is
+	// read before anything else is, and a registration that reaches a
+	// cluster another one serves is refused (Spec.Refused) until that one
+	// goes away (see Award). The hub sets it; the member agent has one
+	// cluster.
+	Identities bool
 }
 
 // Metrics are the series a fleet keeps. The member and the hub publish
@@ -107,6 +114,13 @@ type Fleet struct {
 	sub       Subscriber      // Run's
 	listed    atomic.Bool
 	listedCh  chan struct{}
+	// releasing holds, by identity, the name of a cluster served until it
+	// was disengaged, while it is torn down: no other registration of it
+	// serves before the teardown ends. departed holds, by name, the
+	// identity of a registration that left while another registration of
+	// the same cluster was engaged: it was renamed (see Successor).
+	releasing map[string]string
+	departed  map[string]string
 }
 
 // connection is one engaged cluster.
@@ -132,6 +146,16 @@ type connection struct {
 	// once the cluster was disengaged and torn down.
 	engaged context.Context
 	left    chan struct{}
+
+	// The claim on the cluster's identity (Options.Identities), guarded by
+	// the fleet's mu: the identity once read, whether its first read was
+	// tried, whether the connection serves (only then is it started, and
+	// returned by Cluster), and the registration it was refused for (a
+	// refused one is not listed by Clusters and Members).
+	identity  string
+	tried     bool
+	serving   bool
+	refusedBy string
 }
 
 // remote is a cluster engaged with Spec.Elsewhere.
@@ -144,7 +168,7 @@ type remote struct {
 // New returns a fleet; Run drives it.
 func New(o Options) *Fleet {
 	f := &Fleet{opts: o, conns: map[string]*connection{}, leaving: map[string]chan struct{}{}, listedCh: make(chan struct{}),
-		elsewhere: map[string]*remote{}, engaging: map[string]int{}}
+		elsewhere: map[string]*remote{}, engaging: map[string]int{}, releasing: map[string]string{}, departed: map[string]string{}}
 	ko := o.Kinds
 	ko.ManagedBy = o.ManagedBy
 	ko.Synced = f.kindSynced
@@ -228,10 +252,17 @@ func (f *Fleet) Engage(ctx context.Context, s Spec) error {
 	if parent == nil {
 		return errors.New("fleet: Engage before Run")
 	}
+	// A replaced registration gave its cluster up without an award (see
+	// disengage): whatever becomes of this one, the claims are decided
+	// again.
+	defer f.award()
 	c, err := f.connect(ctx, s)
 	if err != nil {
 		return err
 	}
+	// The hub's own cluster is never refused; it is still identified
+	// before it starts, and every other claim waits for it.
+	c.serving = !f.opts.Identities || s.Local
 	// The connection's own context exists before anyone can find the
 	// connection: Run's shutdown and a disengagement stop it through it.
 	runCtx, cancel := context.WithCancel(parent)
@@ -239,6 +270,7 @@ func (f *Fleet) Engage(ctx context.Context, s Spec) error {
 	f.mu.Lock()
 	f.conns[s.Name] = c
 	delete(f.elsewhere, s.Name) // its engagement ended before this one began
+	delete(f.departed, s.Name)
 	f.mu.Unlock()
 	f.setSize()
 	f.start(runCtx, c)
@@ -323,11 +355,13 @@ func (f *Fleet) Relabel(name string, labels map[string]string) {
 	}
 }
 
-// Listed marks the fleet as known.
+// Listed marks the fleet as known. Claims on clusters are decided from
+// then on.
 func (f *Fleet) Listed() {
 	if !f.listed.Swap(true) {
 		close(f.listedCh)
 	}
+	f.award()
 }
 
 // Known reports whether every provider has listed its clusters.
@@ -419,6 +453,21 @@ func (f *Fleet) step(ctx context.Context, c *connection) {
 		return
 	}
 	next := f.opts.ProbeInterval
+	if f.opts.Identities && !c.started.Load() {
+		if serve, retry := f.identify(ctx, c); !serve {
+			// Refused, or waiting for the claims to be decided: nothing
+			// more goes through it until award pokes it.
+			c.probing.Unlock()
+			switch {
+			case ctx.Err() != nil:
+			case retry > 0:
+				c.probeTimer.Load().Reset(retry)
+			case f.serves(c):
+				c.probeTimer.Load().Reset(0) // awarded meanwhile: its poke found the lock held
+			}
+			return
+		}
+	}
 	if !c.started.Load() {
 		if err := f.ping(ctx, c); err != nil {
 			logf.FromContext(ctx).Info("Cluster not ready", "cluster", c.spec.Name, "error", err.Error())
@@ -519,7 +568,12 @@ func (f *Fleet) setSize() {
 		return
 	}
 	f.mu.RLock()
-	n := len(f.conns)
+	n := 0
+	for _, c := range f.conns {
+		if c.listed() {
+			n++
+		}
+	}
 	f.mu.RUnlock()
 	f.opts.Metrics.Size.Set(float64(n))
 }
@@ -552,6 +606,19 @@ func (f *Fleet) disengage(c *connection, cause error) {
 		delete(f.conns, name)
 	}
 	f.leaving[name] = c.left
+	// Its cluster stays its own until the teardown ends; a registration
+	// that reaches it too takes it over then: it was renamed.
+	served, id := c.serving, c.identity
+	renamed := false
+	for _, other := range f.conns {
+		renamed = renamed || (id != "" && other.identity == id)
+	}
+	if served && id != "" {
+		f.releasing[id] = name
+	}
+	if renamed && gone {
+		f.departed[name] = id
+	}
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
@@ -563,7 +630,9 @@ func (f *Fleet) disengage(c *connection, cause error) {
 	log := logf.FromContext(f.ctx).WithValues("cluster", name)
 	log.Info("Disengaging cluster", "leaving", gone)
 	switch {
-	case !gone || c.spec.ReadOnly:
+	case !gone || c.spec.ReadOnly || !served:
+	case renamed:
+		log.Info("Cluster registered under another name: its sources keep the finalizer")
 	case c.cluster.Unreachable() == nil:
 		releaseSources(f.ctx, c.cluster, f.opts.Finalizer, f.opts.FieldManager)
 	default:
@@ -572,12 +641,17 @@ func (f *Fleet) disengage(c *connection, cause error) {
 	f.stop(c)
 	if gone || handedOver {
 		metrics.ForgetCluster(name)
-		if f.opts.Metrics.Up != nil {
-			f.opts.Metrics.Up.DeleteLabelValues(name)
-		}
-		if f.opts.Metrics.ProbeFailures != nil {
-			f.opts.Metrics.ProbeFailures.DeleteLabelValues(name)
-		}
+		f.forgetSeries(name)
+	}
+	f.mu.Lock()
+	if f.releasing[id] == name {
+		delete(f.releasing, id)
+	}
+	f.mu.Unlock()
+	if !errors.Is(cause, ErrReplaced) {
+		// A replaced registration comes back at once, and claims its
+		// cluster again before a younger one may (Engage awards then).
+		f.award()
 	}
 	f.setSize()
 	f.sub.Left(name, gone)
@@ -596,7 +670,7 @@ func (f *Fleet) kindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
 func (f *Fleet) Cluster(name string) *clusters.Cluster {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if c, ok := f.conns[name]; ok {
+	if c, ok := f.conns[name]; ok && c.serving {
 		return c.cluster
 	}
 	return nil
@@ -623,12 +697,14 @@ func (f *Fleet) Started() []*clusters.Cluster {
 	return out
 }
 
-// sorted lists the connections, local ones first, then by name.
+// sorted lists the listed connections, local ones first, then by name.
 func (f *Fleet) sorted() []*connection {
 	f.mu.RLock()
 	out := make([]*connection, 0, len(f.conns))
 	for _, c := range f.conns {
-		out = append(out, c)
+		if c.listed() {
+			out = append(out, c)
+		}
 	}
 	f.mu.RUnlock()
 	slices.SortFunc(out, func(a, b *connection) int {
@@ -648,7 +724,7 @@ func (f *Fleet) sorted() []*connection {
 func (f *Fleet) Recorder(c *clusters.Cluster) record.EventRecorder {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if conn, ok := f.conns[c.Name()]; ok && conn.cluster == c {
+	if conn, ok := f.conns[c.Name()]; ok && conn.cluster == c && conn.serving {
 		return conn.events
 	}
 	return nil
@@ -687,6 +763,7 @@ func (f *Fleet) Members() []Member {
 func (f *Fleet) Member(name string) (Member, bool) {
 	f.mu.RLock()
 	c, ok := f.conns[name]
+	ok = ok && c.listed()
 	f.mu.RUnlock()
 	if !ok {
 		return Member{}, false

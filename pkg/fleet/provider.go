@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -73,6 +74,15 @@ type Spec struct {
 	// Recorder, when set, records the Events about objects of the cluster;
 	// otherwise the fleet makes one that writes to the cluster.
 	Recorder record.EventRecorder
+	// Since is when the cluster was registered (its Secret's
+	// creationTimestamp): of two registrations that reach one cluster,
+	// the older keeps it (Options.Identities, Award).
+	Since time.Time
+	// Refused, when set, is called when the registration is refused
+	// because the cluster it reaches is served under the name holder
+	// (Options.Identities). Nothing is read or written through it until
+	// holder goes away; then it serves the cluster.
+	Refused func(holder string)
 
 	// The fields below serve a sharded hub (pkg/shard); zero values are
 	// the unsharded fleet.

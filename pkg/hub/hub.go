@@ -34,6 +34,7 @@ func Run(ctx context.Context, o Options) error {
 		ProbeInterval:               o.ProbeInterval,
 		ProbeTimeout:                o.ProbeTimeout,
 		Metrics:                     fleet.Metrics{Up: clusterUp, ProbeFailures: probeFailures, Size: registeredClusters},
+		Identities:                  true,
 		AllowedSourceClusters:       o.AllowedSourceClusters,
 		AllowedSourceNamespaces:     o.AllowedSourceNamespaces,
 		CleanupTimeout:              o.RemoteCleanupTimeout,

@@ -80,7 +80,7 @@ var (
 	// providers refused.
 	RegistrationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleetmirror_hub_registration_errors_total",
-		Help: "Kubeconfig Secrets (or files) refused, by reason (invalid, duplicate, plugin, mirror).",
+		Help: "Kubeconfig Secrets (or files) refused, by reason (invalid, duplicate, duplicate-cluster, plugin, mirror).",
 	}, []string{"reason"})
 
 	// Mirrors counts the mirrors this agent manages, from its cache.

@@ -135,7 +135,11 @@ func (d *dirSync) sync(ctx context.Context) {
 		if d.engaged[name] != nil {
 			continue
 		}
-		if err := d.engaged.engage(ctx, d.e, fleet.Spec{Name: name, Config: f.config}, f.hash); err != nil {
+		spec := fleet.Spec{Name: name, Config: f.config, Refused: func(holder string) {
+			metrics.RegistrationErrors.WithLabelValues(MetricDuplicateCluster).Inc()
+			log.Info("Kubeconfig file refused: its cluster is registered already", "file", f.path, "cluster", name, "registeredAs", holder)
+		}}
+		if err := d.engaged.engage(ctx, d.e, spec, f.hash); err != nil {
 			d.refuse(ctx, f.path, "invalid", err.Error())
 			continue
 		}

@@ -26,7 +26,13 @@ import (
 const (
 	ReasonClusterRegistered = "ClusterRegistered"
 	ReasonInvalidKubeconfig = "InvalidKubeconfig"
-	ReasonDuplicateCluster  = "DuplicateClusterName"
+	// ReasonDuplicateClusterName: the cluster name is taken by an older
+	// Secret, or is the hub's own.
+	ReasonDuplicateClusterName = "DuplicateClusterName"
+	// ReasonDuplicateCluster: the Secret reaches a cluster that the hub
+	// serves under another name (its own, or an older Secret's): it is
+	// not served until that registration goes away.
+	ReasonDuplicateCluster = "DuplicateCluster"
 	// ReasonRegistrationRefused: the Secret was written by a mirroring
 	// agent, not by whoever may register clusters, so it registers nothing.
 	ReasonRegistrationRefused = "RegistrationRefused"
@@ -152,9 +158,9 @@ func (s *secretsSync) sync(ctx context.Context, informers []cache.SharedIndexInf
 		case err != nil:
 			s.refuse(sec, ReasonInvalidKubeconfig, "invalid", err.Error())
 		case name == s.p.Reserved:
-			s.refuse(sec, ReasonDuplicateCluster, "duplicate", fmt.Sprintf("cluster name %q is the hub's own name", name))
+			s.refuse(sec, ReasonDuplicateClusterName, "duplicate", fmt.Sprintf("cluster name %q is the hub's own name", name))
 		case want[name] != nil:
-			s.refuse(sec, ReasonDuplicateCluster, "duplicate", fmt.Sprintf("cluster %q is already registered by Secret %s", name, wantSecret[name].Name))
+			s.refuse(sec, ReasonDuplicateClusterName, "duplicate", fmt.Sprintf("cluster %q is already registered by Secret %s", name, wantSecret[name].Name))
 		default:
 			want[name], wantSecret[name] = reg, sec
 		}
@@ -170,7 +176,9 @@ func (s *secretsSync) sync(ctx context.Context, informers []cache.SharedIndexInf
 			continue
 		}
 		sec := wantSecret[name]
-		if err := s.engaged.engage(ctx, s.e, fleet.Spec{Name: name, Config: reg.config, Labels: reg.labels}, reg.hash); err != nil {
+		spec := fleet.Spec{Name: name, Config: reg.config, Labels: reg.labels, Since: sec.CreationTimestamp.Time,
+			Refused: func(holder string) { s.refuseDuplicate(sec, name, holder) }}
+		if err := s.engaged.engage(ctx, s.e, spec, reg.hash); err != nil {
 			s.refuse(sec, ReasonInvalidKubeconfig, "invalid", err.Error())
 			continue
 		}
@@ -178,6 +186,19 @@ func (s *secretsSync) sync(ctx context.Context, informers []cache.SharedIndexInf
 		s.p.Recorder.Eventf(sec, corev1.EventTypeNormal, ReasonClusterRegistered, "Cluster %s registered", name)
 	}
 }
+
+// refuseDuplicate reports a registration Secret whose cluster the hub
+// serves under the name holder. The fleet calls it once per engagement.
+func (s *secretsSync) refuseDuplicate(sec *corev1.Secret, name, holder string) {
+	metrics.RegistrationErrors.WithLabelValues(MetricDuplicateCluster).Inc()
+	s.p.Recorder.Eventf(sec, corev1.EventTypeWarning, ReasonDuplicateCluster,
+		"The cluster this Secret registers as %s is registered already as %s (same kube-system Namespace UID): nothing is read or written through this Secret until %s is unregistered; delete one of the two registrations",
+		name, holder, holder)
+}
+
+// MetricDuplicateCluster is the reason of fleetmirror_hub_registration_errors_total
+// for a registration of a cluster served under another name.
+const MetricDuplicateCluster = "duplicate-cluster"
 
 // refuse reports a registration Secret that is not used, once per version
 // of the Secret and message: a sync caused by another Secret repeats nothing.

@@ -1,0 +1,89 @@
+package fleettest
+
+import (
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/cluster-api/util/secret"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+)
+
+// RecordingProxy is an HTTPS proxy in front of a cluster's API server that
+// records every request sent through it, as Requests does: what reaches
+// the API server through one kubeconfig, counted on the way in. It
+// forwards with the cluster's own credentials; its kubeconfig carries a
+// token that only the proxy sees.
+type RecordingProxy struct {
+	Requests
+	server *httptest.Server
+}
+
+// NewRecordingProxy starts a proxy in front of c; Close stops it.
+func NewRecordingProxy(c *Cluster) (*RecordingProxy, error) {
+	target, err := url.Parse(c.Config.Host)
+	if err != nil {
+		return nil, err
+	}
+	transport, err := rest.TransportFor(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	p := &RecordingProxy{}
+	p.server = httptest.NewTLSServer(&httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Header.Del("Authorization") // the proxy's token; the transport authenticates
+		},
+		Transport:     p.Wrap(transport),
+		FlushInterval: -1, // watch events pass at once
+	})
+	return p, nil
+}
+
+// Kubeconfig returns a self-contained kubeconfig that reaches the cluster
+// through the proxy.
+func (p *RecordingProxy) Kubeconfig() ([]byte, error) {
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.server.Certificate().Raw})
+	kc := clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"proxy": {Server: p.server.URL, CertificateAuthorityData: ca}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"proxy": {Token: "through-the-recording-proxy"}},
+		Contexts:       map[string]*clientcmdapi.Context{"proxy": {Cluster: "proxy", AuthInfo: "proxy"}},
+		CurrentContext: "proxy",
+	}
+	return clientcmd.Write(kc)
+}
+
+// Close stops the proxy.
+func (p *RecordingProxy) Close() { p.server.Close() }
+
+// List returns the requests recorded so far, as "METHOD PATH STATUS".
+func (r *Requests) List() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.list)
+}
+
+// RegisterAs creates a plain registration Secret named secretName that
+// registers the cluster of kubeconfig under the name cluster: a second
+// name for a cluster registered already, say.
+func RegisterAs(ctx context.Context, hub client.Client, namespace, secretName, cluster string, kubeconfig []byte) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	s.Namespace, s.Name = namespace, secretName
+	s.Labels = map[string]string{annotations.LabelClusterName: cluster}
+	s.Data = map[string][]byte{secret.KubeconfigDataName: kubeconfig}
+	if err := hub.Create(ctx, s); err != nil {
+		return nil, fmt.Errorf("registering cluster %s as %s/%s: %w", cluster, namespace, secretName, err)
+	}
+	return s, nil
+}
