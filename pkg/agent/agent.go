@@ -37,8 +37,6 @@ type Writer struct {
 	Provider func(own *rest.Config) (fleet.Provider, error)
 	// ProbeInterval and ProbeTimeout govern cluster health probes.
 	ProbeInterval, ProbeTimeout time.Duration
-	// RestartWatchesOnReturn: see fleet.Options.
-	RestartWatchesOnReturn bool
 	// Metrics are the per-cluster series the writer publishes.
 	Metrics fleet.Metrics
 	// Identities serves each cluster through one registration only: see
@@ -77,18 +75,17 @@ func Run(ctx context.Context, o Options, w Writer) error {
 		return err
 	}
 	f := fleet.New(fleet.Options{
-		Provider:               provider,
-		ManagedBy:              w.Identity.ManagedBy,
-		FieldManager:           w.Identity.FieldManager,
-		Finalizer:              w.Identity.Finalizer,
-		Resync:                 o.ResyncPeriod,
-		ProbeInterval:          w.ProbeInterval,
-		ProbeTimeout:           w.ProbeTimeout,
-		RestartWatchesOnReturn: w.RestartWatchesOnReturn,
-		Limit:                  o.Limited,
-		Kinds:                  o.KindOptions(),
-		Metrics:                w.Metrics,
-		Identities:             w.Identities,
+		Provider:      provider,
+		ManagedBy:     w.Identity.ManagedBy,
+		FieldManager:  w.Identity.FieldManager,
+		Finalizer:     w.Identity.Finalizer,
+		Resync:        o.ResyncPeriod,
+		ProbeInterval: w.ProbeInterval,
+		ProbeTimeout:  w.ProbeTimeout,
+		Limit:         o.Limited,
+		Kinds:         o.KindOptions(),
+		Metrics:       w.Metrics,
+		Identities:    w.Identities,
 	})
 	co := controller.Options{
 		Name:                        w.Name,

@@ -84,9 +84,13 @@ func (o *Options) servers(ready healthz.Checker) ([]server, error) {
 
 // run runs the pipeline with the agent's endpoints until ctx ends or a
 // part fails: the fleet's watches on every replica, the controller on the
-// leader only (every replica when leader election is off). Leadership
-// lost is an error: the agent exits and comes back as a candidate, as
-// controller-runtime's manager does. On the way out the controller and
+// leader only (every replica when leader election is off). A leader that
+// loses its Lease (its API server did not answer within the renew
+// deadline, or another replica took the Lease) stops the controller and
+// campaigns again in the same process, where controller-runtime's manager
+// exits: the watches run on, so that when it leads again it starts from
+// warm caches, seconds after its API server is back, instead of a
+// restarted process listing everything again. On the way out the controller and
 // the watches get GracefulShutdownTimeout to stop, the Lease is released,
 // and the endpoints close last, so that probes are answered meanwhile.
 //
@@ -127,13 +131,19 @@ func (o *Options) run(ctx context.Context, cfg *rest.Config, p *controller.Pipel
 			}
 			return
 		}
-		err := leader.Run(runCtx, o.leaderConfig(cfg), func(ctx context.Context) {
-			if err := p.Run(ctx); err != nil {
-				cancel(err)
+		lc := o.leaderConfig(cfg)
+		for runCtx.Err() == nil {
+			err := leader.Run(runCtx, lc, func(ctx context.Context) {
+				if err := p.Run(ctx); err != nil {
+					cancel(err)
+				}
+			})
+			switch {
+			case errors.Is(err, leader.ErrLost):
+				log.Info("Lost leadership; campaigning again", "error", err.Error())
+			case err != nil:
+				cancel(fmt.Errorf("leader election: %w", err))
 			}
-		})
-		if err != nil {
-			cancel(fmt.Errorf("leader election: %w", err))
 		}
 	})
 

@@ -2,7 +2,6 @@ package clusters
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -57,6 +57,10 @@ type Options struct {
 	// still running after SlowCallAfter (once per such call).
 	SlowCall      func()
 	SlowCallAfter time.Duration
+	// Unanswered, when set, is called when a watch gets no answer (it
+	// cannot connect): the cluster's health should be checked now, so
+	// that it is marked down and its watches wait for its return.
+	Unanswered func()
 	// WatchConnection gives the watches an HTTP/2 connection of their own,
 	// apart from the writes. An API server serves all the streams of one
 	// connection from one loop: while many writes go through it, a watch
@@ -230,7 +234,7 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		health:    newHealth(),
 		inFlight:  metrics.CallsInFlight.WithLabelValues(opts.Name),
 	}
-	c.namespaces = newWatch(c.watchSource(namespacesGVR, labels.Everything(), true), "namespaces", opts.Resync, nil, stripMetadata)
+	c.namespaces = c.followHealth(newWatch(c.watchSource(namespacesGVR, labels.Everything(), true), "namespaces", opts.Resync, nil, stripMetadata))
 	c.namespaces.setHandler(func(obj any, _ bool) {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			opts.Handler.Namespace(opts.Name, m)
@@ -325,48 +329,38 @@ func (c *Cluster) handle(gvk schema.GroupVersionKind, w *kindWatch) {
 	c.handlePulls(gvk, w)
 }
 
-// RestartWatches lists and watches every watched kind afresh. Watches
-// back off up to 30s between attempts while an API server is down, so
-// after an outage the old watches may notice changes only that late; new
-// watches list at once. Each kind's new caches are filled before
-// they replace the old ones, which answer meanwhile, and their handlers
-// are added then: the Handler gets an add event for every object, as on a
-// resync, and every change from then on.
-func (c *Cluster) RestartWatches(ctx context.Context) error {
-	var errs []error
-	for _, gvk := range c.Watched() {
-		w, err := c.newKindWatch(gvk)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		c.mu.Lock()
-		if c.closed || c.ctx == nil {
-			c.mu.Unlock()
-			return nil
-		}
-		w.run(c.ctx)
-		c.mu.Unlock()
-		if !cache.WaitForCacheSync(ctx.Done(), w.synced) {
-			w.cancel()
-			return errors.Join(append(errs, ctx.Err())...)
-		}
-		c.mu.Lock()
-		old, ok := c.kinds[gvk]
-		if ok {
-			c.kinds[gvk] = w
-		}
-		c.mu.Unlock()
-		if !ok { // unwatched meanwhile
-			w.cancel()
-			continue
-		}
-		if old.cancel != nil {
-			old.cancel()
-		}
-		c.handle(gvk, w)
+// watchSettle is how long a resumed watch must bring no event to count as
+// current (watch.current).
+const watchSettle = 100 * time.Millisecond
+
+// WatchesCurrent reports whether the cluster's caches have caught up since
+// it was last marked up: it is not marked down, and every watch
+// (namespaces, and each kind's) has its list and a stream opened since then
+// that has brought what the API server held for it. Their handlers have
+// then heard of every change made while the cluster was away.
+func (c *Cluster) WatchesCurrent() bool {
+	ups, _, down := c.health.state()
+	if down || !c.namespaces.current(ups, watchSettle) {
+		return false
 	}
-	return errors.Join(errs...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.kinds {
+		for _, w := range []*watch{w.sources, w.mirrors, w.pulls} {
+			if !w.current(ups, watchSettle) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// WaitForWatches blocks until WatchesCurrent or ctx ends; it reports
+// whether they are.
+func (c *Cluster) WaitForWatches(ctx context.Context) bool {
+	return wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return c.WatchesCurrent(), nil
+	}) == nil
 }
 
 // Unwatch stops the watches of gvk and drops their caches.
@@ -404,7 +398,14 @@ func (w *kindWatch) run(ctx context.Context) {
 // watch builds the label-selected watch of gvr's objects in every
 // namespace.
 func (c *Cluster) watch(gvr schema.GroupVersionResource, sel labels.Selector, idx cache.Indexers, transform cache.TransformFunc) *watch {
-	return newWatch(c.watchSource(gvr, sel, false), gvr.String()+" "+sel.String(), c.opts.Resync, idx, transform)
+	return c.followHealth(newWatch(c.watchSource(gvr, sel, false), gvr.String()+" "+sel.String(), c.opts.Resync, idx, transform))
+}
+
+// followHealth makes w wait while the cluster is marked down and report
+// the attempts that got no answer (see health).
+func (c *Cluster) followHealth(w *watch) *watch {
+	w.health, w.unanswered = c.health, c.opts.Unanswered
+	return w
 }
 
 // acceptMetadataJSON asks for objects as PartialObjectMetadata in JSON,

@@ -20,15 +20,21 @@ func (e *ErrUnreachable) Error() string {
 }
 
 // DownProbeInterval is how often a cluster that does not answer is probed
-// again: one readiness request every 2s costs it nothing, and the changes
-// pending for it land within seconds of its return.
-const DownProbeInterval = 2 * time.Second
+// again: one readiness request a second costs it nothing, and its watches,
+// which wait for the probe (see health), resume within a second of its
+// return.
+const DownProbeInterval = time.Second
 
 // health is what is known of whether a cluster answers. Its owner (the
 // hub's probe) marks it down and up; the pipeline's calls read it. While a
 // cluster is down its calls fail at once instead of waiting for their
 // deadline, and marking it down aborts the calls in flight: one cluster
 // that hangs never holds the work of the others.
+//
+// The watches follow it too: while the cluster is down they dial nothing
+// (the probe alone asks whether it is back), and when it is marked up they
+// all reconnect at once and resume from where they were, instead of each
+// retrying on a back-off of its own that reached 30s during an outage.
 type health struct {
 	mu   sync.Mutex
 	down *ErrUnreachable
@@ -36,12 +42,39 @@ type health struct {
 	// marked down; calls derive from it.
 	abort       context.Context
 	cancelAbort context.CancelCauseFunc
+	// back is closed when the cluster is next marked up, and replaced;
+	// ups counts the times it was.
+	back chan struct{}
+	ups  uint64
 }
 
 func newHealth() *health {
-	h := &health{}
+	h := &health{back: make(chan struct{})}
 	h.abort, h.cancelAbort = context.WithCancelCause(context.Background())
 	return h
+}
+
+// state returns how many times the cluster was marked up, a channel closed
+// when it is next, and whether it is marked down now.
+func (h *health) state() (ups uint64, back <-chan struct{}, down bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ups, h.back, h.down != nil
+}
+
+// waitUp blocks while the cluster is marked down; false when ctx ended.
+func (h *health) waitUp(ctx context.Context) bool {
+	for {
+		_, back, down := h.state()
+		if !down {
+			return ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-back:
+		}
+	}
 }
 
 // MarkDown marks the cluster unreachable for reason: calls in flight are
@@ -59,12 +92,15 @@ func (c *Cluster) MarkDown(reason string) {
 	cancel := c.health.cancelAbort
 	c.health.mu.Unlock()
 	cancel(down)
-	if c.transport != nil {
-		c.transport.conns.CloseAll()
+	for _, t := range []*closingTransport{c.transport, c.watchTransport} {
+		if t != nil {
+			t.conns.CloseAll() // the watches' too: a stream that hangs ends
+		}
 	}
 }
 
-// MarkUp marks the cluster reachable again.
+// MarkUp marks the cluster reachable again: every watch reconnects at once
+// and resumes from its resourceVersion.
 func (c *Cluster) MarkUp() {
 	c.health.mu.Lock()
 	defer c.health.mu.Unlock()
@@ -73,6 +109,9 @@ func (c *Cluster) MarkUp() {
 	}
 	c.health.down = nil
 	c.health.abort, c.health.cancelAbort = context.WithCancelCause(context.Background())
+	c.health.ups++
+	close(c.health.back)
+	c.health.back = make(chan struct{})
 }
 
 // Unreachable returns why the cluster is marked down, or nil while it is not.

@@ -3,12 +3,24 @@ package clusters_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 func newUnstarted(t *testing.T, opts clusters.Options) *clusters.Cluster {
@@ -77,5 +89,94 @@ func TestSlowCallIsReported(t *testing.T) {
 	case <-slow:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a slow call was not reported")
+	}
+}
+
+// requestLog records "METHOD URI" of every request sent through the
+// transports it wraps, in order.
+type requestLog struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (l *requestLog) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		l.mu.Lock()
+		l.list = append(l.list, r.Method+" "+r.URL.RequestURI())
+		l.mu.Unlock()
+		return next.RoundTrip(r)
+	})
+}
+
+func (l *requestLog) since(i int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.list[min(i, len(l.list)):])
+}
+
+func (l *requestLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.list)
+}
+
+// A cluster marked down is asked nothing: its watches wait for it to be
+// marked up (a watch that cannot connect has its health checked at once),
+// then all reconnect at once and resume from their resourceVersions (no
+// LIST, no streamed list), so that what changed meanwhile is heard within
+// a second of its return however long it was away, and WatchesCurrent
+// says when the caches have it.
+func TestWatchesFollowHealth(t *testing.T) {
+	g := NewWithT(t)
+	fleet, ctx := fleettest.APIServer(t)
+	k8s := fleet.Hub.Client
+	u, err := url.Parse(fleet.Hub.Config.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	proxy, err := fleettest.NewFaultProxy(u.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(proxy.Close)
+	cfg := rest.CopyConfig(fleet.Hub.Config)
+	cfg.Host = "https://" + proxy.Addr()
+	reqs := &requestLog{}
+	cfg.Wrap(reqs.wrap)
+	var unanswered atomic.Int32
+	ev := &events{got: map[string][]string{}}
+	c, err := clusters.New(cfg, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByMember, Handler: ev,
+		WatchConnection: true, Unanswered: func() { unanswered.Add(1) }})
+	g.Expect(err).NotTo(HaveOccurred())
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(func() { cancel(); c.Close() })
+	c.Start(cctx)
+	secrets := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	g.Expect(c.Watch(secrets)).To(Succeed())
+	g.Eventually(c.HasSynced, "10s", "20ms").Should(BeTrue())
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "src", Labels: map[string]string{annotations.LabelEnabled: "true"}}}
+	g.Expect(k8s.Create(ctx, src)).To(Succeed())
+	g.Eventually(func() []string { return ev.of("sources") }, "10s", "20ms").Should(Equal([]string{"src"}))
+	g.Eventually(c.WatchesCurrent, "5s", "20ms").Should(BeTrue())
+
+	proxy.Cut()
+	g.Eventually(unanswered.Load, "10s", "20ms").ShouldNot(BeZero(), "a watch that could not connect said nothing")
+	c.MarkDown("test: probe failed")
+	g.Expect(c.WatchesCurrent()).To(BeFalse())
+	down := reqs.len()
+	src.Labels["changed"] = "yes"
+	g.Expect(k8s.Update(ctx, src)).To(Succeed())
+	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "while-down"}})).To(Succeed())
+	// Long enough for watches on their own back-off to try twice.
+	g.Consistently(func() []string { return reqs.since(down) }, "4s", "100ms").Should(BeEmpty(), "requests to a cluster marked down")
+
+	g.Expect(proxy.Heal()).To(Succeed())
+	c.MarkUp()
+	back := time.Now()
+	g.Eventually(func() []string { return ev.of("sources") }, "2s", "10ms").Should(Equal([]string{"src", "src"}))
+	g.Eventually(func() []string { return ev.of("namespaces") }, "2s", "10ms").Should(ContainElement("while-down"))
+	g.Expect(c.WaitForWatches(ctx)).To(BeTrue())
+	t.Logf("caught up %s after the cluster was marked up", time.Since(back).Round(time.Millisecond))
+	g.Expect(time.Since(back)).To(BeNumerically("<", 2*time.Second))
+	for _, r := range reqs.since(down) {
+		if !strings.Contains(r, "watch=true") || strings.Contains(r, "sendInitialEvents") || !strings.Contains(r, "resourceVersion=") {
+			t.Errorf("after the return: %s; want watches resumed from their resourceVersion", r)
+		}
 	}
 }

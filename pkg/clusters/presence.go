@@ -88,7 +88,7 @@ func (c *Cluster) Presence(ctx context.Context, gvk schema.GroupVersionKind, not
 	if !p.used.Load() && p.err == nil {
 		var pctx context.Context
 		pctx, p.cancel = context.WithCancel(c.ctx)
-		go p.watch(pctx, res, rvs, notify)
+		go p.watch(pctx, c.health, res, rvs, notify)
 	}
 	return p.used.Load(), p.err
 }
@@ -130,18 +130,24 @@ func listOne(ctx context.Context, res metadata.ResourceInterface, selector strin
 // watch follows the presence's selectors from rvs until an object shows up
 // or ctx ends. A watch that ends is opened again from the last
 // resourceVersion it reported (bookmarks keep it current); one the API
-// server can no longer resume is LISTed again first.
-func (p *presence) watch(ctx context.Context, res metadata.ResourceInterface, rvs []string, notify func()) {
+// server can no longer resume is LISTed again first. While the cluster is
+// marked down (h) it dials nothing, and it reconnects when it is marked up.
+func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceInterface, rvs []string, notify func()) {
 	newBackoff := func() wait.Backoff {
 		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 7, Cap: time.Minute}
 	}
 	backoff := newBackoff()
-	// pause waits before a retry, longer each time until a watch lasts.
+	var back <-chan struct{} // closed when the cluster is next marked up
+	// pause waits before a retry, longer each time until a watch lasts;
+	// it ends when the cluster is marked up again meanwhile.
 	pause := func() bool {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-time.After(backoff.Step()):
+			return true
+		case <-back:
+			backoff = newBackoff()
 			return true
 		}
 	}
@@ -155,6 +161,10 @@ func (p *presence) watch(ctx context.Context, res metadata.ResourceInterface, rv
 		}
 	}()
 	for ctx.Err() == nil {
+		if !h.waitUp(ctx) {
+			return
+		}
+		_, back, _ = h.state()
 		// (Re)open what is not open.
 		failed := false
 		for i, sel := range presenceSelectors {

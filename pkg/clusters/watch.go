@@ -51,6 +51,19 @@ type watch struct {
 	// noWatchList is set when the API server refused a streamed list;
 	// this watch LISTs from then on.
 	noWatchList atomic.Bool
+	// health, when set, is the cluster's: the watch dials nothing while
+	// the cluster is marked down, and reconnects at once, resuming from
+	// its resourceVersion, when it is marked up.
+	health *health
+	// unanswered, when set, is called when the watch could not list or
+	// open a stream for want of an answer (no status from the API server):
+	// the cluster's health is then checked at once.
+	unanswered func()
+	// stream is 1 + the cluster's health.ups when the stream open now was
+	// opened, 0 while none is open; lastEvent is when that stream opened
+	// or last brought an event (UnixNano). See current.
+	stream    atomic.Uint64
+	lastEvent atomic.Int64
 }
 
 // watchSource is where a watch reads: one collection of one cluster.
@@ -113,6 +126,10 @@ func (w *watch) run(ctx context.Context) {
 func (w *watch) loop(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("watch", w.description)
 	backoff := newWatchBackoff()
+	var ups uint64           // the cluster's health.ups when the attempt began
+	var back <-chan struct{} // closed when the cluster is next marked up
+	// pause waits before a retry; it ends at once when the cluster is
+	// marked up again since the attempt began: the probe saw it answer.
 	pause := func() bool {
 		t := time.NewTimer(backoff.Step())
 		defer t.Stop()
@@ -121,10 +138,20 @@ func (w *watch) loop(ctx context.Context) {
 			return false
 		case <-t.C:
 			return true
+		case <-back:
+			backoff = newWatchBackoff()
+			return true
 		}
 	}
 	rv := "" // where the next watch resumes; "" lists first
 	for ctx.Err() == nil {
+		// A cluster marked down is asked nothing but the probe.
+		if w.health != nil {
+			if !w.health.waitUp(ctx) {
+				return
+			}
+			ups, back, _ = w.health.state()
+		}
 		opts := metav1.ListOptions{
 			LabelSelector:       w.src.selector,
 			AllowWatchBookmarks: true,
@@ -142,6 +169,7 @@ func (w *watch) loop(ctx context.Context) {
 		default:
 			var err error
 			if rv, err = w.list(ctx); err != nil {
+				w.failed(err)
 				// Logged as a Reflector does: a refusal (RBAC) must show.
 				log.Info("Listing failed", "error", err.Error())
 				if !pause() {
@@ -166,6 +194,7 @@ func (w *watch) loop(ctx context.Context) {
 			case resumeFailed(err):
 				rv = ""
 			default:
+				w.failed(err)
 				log.Info("Watching failed", "error", err.Error())
 			}
 			if !pause() {
@@ -173,8 +202,20 @@ func (w *watch) loop(ctx context.Context) {
 			}
 			continue
 		}
+		if w.health != nil {
+			if now, _, down := w.health.state(); down || now != ups {
+				// Marked down (and maybe up) while it opened: the stream
+				// may have dodged the closing of the connections. Start
+				// over from the same resourceVersion.
+				_ = body.Close()
+				continue
+			}
+		}
 		opened := time.Now()
+		w.lastEvent.Store(opened.UnixNano())
+		w.stream.Store(ups + 1)
 		next, events, err := w.consume(ctx, body, rv, initial)
+		w.stream.Store(0)
 		_ = body.Close()
 		rv = next
 		switch {
@@ -197,6 +238,25 @@ func (w *watch) loop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// failed tells the cluster that an attempt got no answer: not a status of
+// the API server (a refusal, an invalid request), but no connection.
+func (w *watch) failed(err error) {
+	var status apierrors.APIStatus
+	if w.unanswered != nil && !errors.As(err, &status) {
+		w.unanswered()
+	}
+}
+
+// current reports whether the watch has caught up since the cluster was
+// marked up the ups-th time: it has its list, and a stream opened since
+// then that has brought no event for settle. A resumed stream first sends
+// at once every change since its resourceVersion, which the API server
+// holds ready when it answers; settle lets them arrive.
+func (w *watch) current(ups uint64, settle time.Duration) bool {
+	return w.HasSynced() && w.stream.Load() == ups+1 &&
+		time.Since(time.Unix(0, w.lastEvent.Load())) >= settle
 }
 
 // resumeFailed reports whether err says the watch cannot resume from its
@@ -287,6 +347,7 @@ func (w *watch) consume(ctx context.Context, body io.Reader, rv string, initial 
 			return rv, events, err
 		}
 		events++
+		w.lastEvent.Store(time.Now().UnixNano())
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			return "", events, err

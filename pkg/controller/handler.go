@@ -153,7 +153,9 @@ func (e *eventSource) enqueueKind(c *clusters.Cluster, gvk schema.GroupVersionKi
 // agent was down. It returns at once.
 func (e *eventSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
 	go func() {
-		if e.fleet.WaitForLocal(ctx) != nil {
+		// After an outage of the agent's own API server, a leader that
+		// took over meanwhile starts once its watches have caught up.
+		if e.fleet.WaitForLocal(ctx) != nil || e.fleet.WaitForLocalWatches(ctx) != nil {
 			return
 		}
 		e.mu.Lock()

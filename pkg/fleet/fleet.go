@@ -43,11 +43,6 @@ type Options struct {
 	// ProbeTimeout is the deadline of one probe.
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
-	// RestartWatchesOnReturn lists and watches every kind afresh when a
-	// cluster answers again after it did not: watches back off up to 30s
-	// between attempts while a server is down, and changes made
-	// right after its return would wait for them.
-	RestartWatchesOnReturn bool
 	// Limit returns the REST config the fleet uses for a cluster's config
 	// (client-side rate limits); nil uses the config as it is.
 	Limit func(*rest.Config) *rest.Config
@@ -379,6 +374,9 @@ func (f *Fleet) connect(engaged context.Context, s Spec) (*connection, error) {
 		// now: if it hangs, it is marked down within a probe deadline
 		// more, and the calls waiting on it are aborted.
 		SlowCall: c.pokeProbe, SlowCallAfter: min(f.opts.ProbeTimeout, slowCallAfter),
+		// A watch that cannot connect has the cluster probed now: marked
+		// down, its watches wait for the probe to see it back.
+		Unanswered: c.pokeProbe,
 		// The agent's own cluster takes most of its writes (a member's
 		// every mirror), so its watches get a connection apart from them.
 		// A registered cluster of a hub takes its share of the fleet's
@@ -495,7 +493,12 @@ func (f *Fleet) step(ctx context.Context, c *connection) {
 // cluster that does not answer is marked down at once, which makes every
 // call to it fail fast and aborts those in flight, and is probed again
 // every clusters.DownProbeInterval (at most ProbeInterval) until it
-// answers, so that its pending changes land seconds after it is back. It
+// answers, so that its pending changes land seconds after it is back.
+// Meanwhile its watches dial nothing; marked up, they resume at once, and
+// the subscriber hears that the cluster is up again only once they have
+// caught up (or ProbeTimeout passed): its sources are then reconciled from
+// current caches, not from what they held before the outage, which would
+// write stale content and conflict on the sources' resourceVersions. It
 // returns when to probe next.
 func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 	log := logf.FromContext(ctx).WithValues("cluster", c.spec.Name)
@@ -513,15 +516,20 @@ func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 	} else if err == nil {
 		c.cluster.MarkUp()
 	}
+	if ok && !c.up.Load() && c.everUp.Load() {
+		wctx, cancel := context.WithTimeout(ctx, f.opts.ProbeTimeout)
+		current := c.cluster.WaitForWatches(wctx)
+		cancel()
+		if !current && ctx.Err() == nil {
+			log.Info("Watches not caught up yet; going on", "after", f.opts.ProbeTimeout)
+		}
+	}
 	was := c.up.Swap(ok)
 	returned := ok && !was && c.everUp.Swap(true)
 	f.setUp(c, ok)
 	switch {
-	case returned && f.opts.RestartWatchesOnReturn:
-		log.Info("Cluster is up again; restarting the watches")
-		if err := c.cluster.RestartWatches(ctx); err != nil && ctx.Err() == nil {
-			log.Error(err, "Restarting the watches")
-		}
+	case returned:
+		log.Info("Cluster is up again")
 		f.sub.Up(c.cluster)
 	case ok && !was:
 		log.Info("Cluster is up")
@@ -825,6 +833,19 @@ func (f *Fleet) WaitForLocal(ctx context.Context) error {
 // localPoll is how often WaitForLocal looks at the local caches: a cheap
 // look (no request), and a tenth of a second of delay at start at most.
 const localPoll = 100 * time.Millisecond
+
+// WaitForLocalWatches blocks until the watches of every local cluster have
+// caught up since it was last marked up (clusters.Cluster.WatchesCurrent),
+// or ctx ends: a leader that takes over when its own API server is back
+// starts from current caches. Call it after WaitForLocal.
+func (f *Fleet) WaitForLocalWatches(ctx context.Context) error {
+	for _, c := range f.sorted() {
+		if c.spec.Local && !c.cluster.WaitForWatches(ctx) {
+			return fmt.Errorf("cluster %s: watches did not catch up: %w", c.spec.Name, ctx.Err())
+		}
+	}
+	return nil
+}
 
 // NewRecorder returns a core/v1 event recorder writing to the cluster of
 // cfg as component, and the function that stops it. With httpClient, it

@@ -39,8 +39,8 @@
 //     succeeded within RenewDeadline (the API server failed, or another
 //     replica took the Lease), leadership is lost: lead's context is
 //     cancelled, Run waits for lead to return and returns an error wrapping
-//     ErrLost. The caller is expected to exit then, as controller-runtime's
-//     manager does.
+//     ErrLost. The caller may exit then, as controller-runtime's manager
+//     does, or call Run again to campaign anew, as the agent does.
 //   - When Run's context ends while it leads, lead's context is cancelled
 //     too, and Run keeps renewing until lead has returned (so that no other
 //     replica starts while this one still winds down, as controller-runtime

@@ -43,9 +43,6 @@ func Run(ctx context.Context, o Options) error {
 		},
 		ProbeInterval: probeInterval,
 		ProbeTimeout:  probeTimeout,
-		// The agent cannot work without its own API server; when it
-		// answers again, its changes should land at once.
-		RestartWatchesOnReturn: true,
-		Metrics:                fleet.Metrics{Up: metrics.ClusterUp},
+		Metrics:       fleet.Metrics{Up: metrics.ClusterUp},
 	})
 }

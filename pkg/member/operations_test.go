@@ -1,6 +1,7 @@
 package member_test
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -96,50 +98,73 @@ func TestOperations(t *testing.T) {
 	g.Expect(secretsIn("ops", ns[1])).To(Equal([]string{ns[1]}))
 }
 
-// An agent whose Lease is taken by another holder stops leading and Run
-// returns an error that says so: the process exits and comes back as a
-// candidate, as with controller-runtime's manager. It does not write the
-// Lease back: the other holder keeps it.
+// An agent whose Lease is taken by another holder stops leading but keeps
+// running, its watches with it: it never takes the Lease back while the
+// other holder renews it, and takes it, and mirrors again, once the holder
+// stops renewing.
 func TestLeadershipLost(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespaces(t, "lost", nil, "lease")
-	stopAgent(t) // the default agent comes back at cleanup
-	a := startAgent(
+	ns := namespaces(t, "lost", nil, "lease", "src", "dst")
+	withAgent(t,
 		"--leader-elect", "--leader-election-namespace="+ns[0], "--leader-election-id=fm-lost-test",
 		"--leader-election-lease-duration=2s", "--leader-election-renew-deadline=1500ms", "--leader-election-retry-period=200ms",
 	)
-	returned := false
-	t.Cleanup(func() {
-		pastLogs = append(pastLogs, a.requests)
-		if !returned {
-			a.stop()
-		}
-	})
+	leading := func() float64 { v, _ := gaugeWith("leader_election_master_status", "name", "fm-lost-test"); return v }
 
 	key := client.ObjectKey{Namespace: ns[0], Name: "fm-lost-test"}
-	lease := &coordinationv1.Lease{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(t.Context(), key, lease)).To(Succeed())
-		g.Expect(lease.Spec.HolderIdentity).To(HaveValue(Not(BeEmpty())))
-	}, timeout, poll).Should(Succeed())
+	holder := func() string {
+		lease := &coordinationv1.Lease{}
+		if err := k8s.Get(t.Context(), key, lease); err != nil || lease.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *lease.Spec.HolderIdentity
+	}
+	g.Eventually(holder, timeout, poll).ShouldNot(BeEmpty())
+	ours := holder()
+	g.Eventually(leading, timeout, poll).Should(Equal(1.0))
 
-	g.Eventually(func() error {
+	// The intruder takes the Lease and renews it every 300ms.
+	renew := func() error {
+		lease := &coordinationv1.Lease{}
 		if err := k8s.Get(t.Context(), key, lease); err != nil {
 			return err
 		}
-		lease.Spec.HolderIdentity = ptr.To("intruder")
+		now := metav1.NowMicro()
+		lease.Spec.HolderIdentity, lease.Spec.RenewTime = ptr.To("intruder"), &now
 		return k8s.Update(t.Context(), lease)
-	}, timeout, poll).Should(Succeed())
-
-	select {
-	case err := <-a.done:
-		returned = true
-		g.Expect(err).To(MatchError(ContainSubstring("leadership lost")))
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return within 15s of losing its Lease")
 	}
-	g.Expect(k8s.Get(t.Context(), key, lease)).To(Succeed())
-	g.Expect(lease.Spec.HolderIdentity).To(HaveValue(Equal("intruder")), "the Lease was written back")
+	g.Eventually(renew, timeout, poll).Should(Succeed())
+	renewing, stopRenewing := context.WithCancel(t.Context())
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for {
+			select {
+			case <-renewing.Done():
+				return
+			case <-time.After(300 * time.Millisecond):
+				_ = renew() // a conflict with the agent's try is retried at the next tick
+			}
+		}
+	}()
+	t.Cleanup(func() { stopRenewing(); <-renewed })
+	g.Eventually(leading, timeout, poll).Should(BeZero(), "still leading")
+	// Not leading, it writes nothing: a source made now waits.
+	src := sourceSecret(ns[1], "cfg", ns[2], map[string]string{"k": "v"})
+	create(t, src)
+	g.Consistently(holder, 4*time.Second, poll).Should(Equal("intruder"), "the Lease was taken back while its holder renewed it")
+	g.Expect(secretsIn("cfg", ns[2])).To(BeEmpty(), "a replica that does not lead wrote a mirror")
+	select {
+	case err := <-agent.done:
+		t.Fatalf("the agent stopped: %v", err)
+	default:
+	}
+
+	stopRenewing()
+	<-renewed
+	g.Eventually(holder, timeout, poll).Should(Equal(ours), "the Lease was not taken once its holder stopped")
+	g.Eventually(leading, timeout, poll).Should(Equal(1.0))
+	eventuallySecret(t, ns[2], "cfg", nil)
 }
 
 // An endpoint whose address is taken fails the start, naming it.

@@ -2,6 +2,7 @@ package member_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,19 +16,38 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
-// ownOutage is how long the agent cannot reach its own API server: long
-// enough for client-go's reflectors to wait more than recoveryBudget
-// between two attempts to reconnect.
+// ownOutage is how long the agent cannot reach its own API server: longer
+// than the leader election's renew deadline (6s, the charts'), and long
+// enough for watches on a back-off of their own to wait far more than
+// recoveryBudget between two attempts to reconnect.
 const ownOutage = 20 * time.Second
 
-// recoveryBudget is how soon after its API server is back a change made
-// during the outage must reach the mirrors.
+// recoveryBudget is how soon after its API server answers again a change
+// made during the outage, and a namespace that appeared meanwhile, must
+// have reached the mirrors.
 const recoveryBudget = 5 * time.Second
 
+// watchesPerAgent is how many watches the test agent keeps: namespaces,
+// and the sources, mirrors and pull mirrors of Secrets and ConfigMaps. A
+// return costs at most one list per watch, and only when the API server
+// can no longer resume it (a restarted API server's new watch cache).
+const watchesPerAgent = 7
+
 // When the agent cannot reach its own API server, it says so
-// (fleetmirror_cluster_up 0); changes made meanwhile reach the mirrors
-// within seconds of its return, and recovering, the agent does not
-// conflict with itself.
+// (fleetmirror_cluster_up 0) and asks it nothing but its probe. A source
+// changed and a matching namespace created while it was away reach the
+// mirrors within recoveryBudget of its return, in both kinds of outage: a
+// partition (connections cut, new ones refused) and the API server process
+// stopped and started again on its etcd. The agent runs with leader
+// election on, as the charts run it: it loses its Lease during the outage
+// and leads again in the same process. Recovering, it neither conflicts
+// with itself nor lists everything again.
+//
+// Before watches followed the cluster's health, the namespace watch kept
+// its own back-off and noticed a new namespace up to 25s late, and a
+// leader that lost its Lease exited: this test then failed on the
+// namespace, where the earlier one, which created none and had no leader
+// election, passed.
 func TestOwnAPIServerOutage(t *testing.T) {
 	g := NewWithT(t)
 	u, err := url.Parse(fleet.Hub.Config.Host)
@@ -35,40 +55,119 @@ func TestOwnAPIServerOutage(t *testing.T) {
 	proxy, err := fleettest.NewFaultProxy(u.Host)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(proxy.Close)
+	ns := namespaces(t, "outage", nil, "src", "a0")
+	prefix := strings.TrimSuffix(ns[1], "0")
 	agentHost = "https://" + proxy.Addr()
-	withAgent(t)
+	withAgent(t, "--leader-elect", "--leader-election-namespace="+agentNS, "--leader-election-id=fm-"+ns[0])
 	agentHost = "" // the agents of the cleanups and the next tests connect directly
 
-	ns := namespaces(t, "outage", nil, "src", "a")
-	src := sourceSecret(ns[0], "cfg", ns[1], map[string]string{"k": "v1"})
+	src := sourceSecret(ns[0], "cfg", prefix+"*", map[string]string{"k": "v0"})
 	create(t, src)
 	g.Eventually(status(src), timeout, poll).Should(Equal("1/1 namespaces synced"))
 	upGauge := func() float64 { v, _ := gaugeWith("fleetmirror_cluster_up", "cluster", clusterName); return v }
 	g.Eventually(upGauge, timeout, poll).Should(Equal(1.0))
 
-	proxy.Cut()
-	t.Cleanup(func() { _ = proxy.Heal() })
-	g.Eventually(upGauge, timeout, poll).Should(BeZero())
-	change(t, src, func(s *corev1.Secret) { s.Data["k"] = []byte("v2") })
-	time.Sleep(ownOutage) //nolint:forbidigo // the length of the fault, not a wait for a condition
-	g.Expect(proxy.Heal()).To(Succeed())
-
-	back := time.Now()
-	g.Eventually(func() string {
-		m := &corev1.Secret{}
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns[1], Name: "cfg"}, m); err != nil {
-			return err.Error()
-		}
-		return string(m.Data["k"])
-	}, recoveryBudget, poll).Should(Equal("v2"), "the change did not reach the mirror within %s of the API server's return", recoveryBudget)
-	t.Logf("the change reached the mirror %s after the API server was back", time.Since(back).Round(10*time.Millisecond))
-	g.Eventually(upGauge, timeout, poll).Should(Equal(1.0))
-	g.Eventually(status(src), timeout, poll).Should(Equal("1/1 namespaces synced"))
-
-	// Recovering, the agent did not conflict with itself on the source.
-	for _, r := range agent.requests.detailed() {
-		if r.Method == http.MethodPatch && r.Status == http.StatusConflict && strings.Contains(r.URL.Path, "/namespaces/"+ns[0]+"/secrets/") {
-			t.Errorf("409 on the agent's own write: PATCH %s", r.URL.Path)
+	// landed reports whether every mirror has the source's data k and
+	// the namespaces up to prefix+n have theirs.
+	landed := func(k string, n int) func() error {
+		return func() error {
+			for i := 0; i <= n; i++ {
+				m := &corev1.Secret{}
+				if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: fmt.Sprintf("%s%d", prefix, i), Name: "cfg"}, m); err != nil {
+					return err
+				}
+				if got := string(m.Data["k"]); got != k {
+					return fmt.Errorf("mirror in %s has %q, want %q", m.Namespace, got, k)
+				}
+			}
+			return nil
 		}
 	}
+
+	for i, outage := range []struct {
+		name string
+		// cut makes the API server unreachable; heal makes it answer
+		// again and returns once it does.
+		cut, heal func()
+		// changesAfterReturn: the API server being gone, nobody can change
+		// anything meanwhile; the changes are made as soon as it answers,
+		// before the agent's next probe.
+		changesAfterReturn bool
+	}{
+		{name: "partition", cut: proxy.Cut, heal: func() { g.Expect(proxy.Heal()).To(Succeed()) }},
+		{
+			name: "API server restarted",
+			cut: func() {
+				t.Cleanup(func() { _ = fleet.Hub.Restart() })
+				g.Expect(fleet.Hub.Stop()).To(Succeed())
+			},
+			heal:               func() { g.Expect(fleet.Hub.Restart()).To(Succeed()) },
+			changesAfterReturn: true,
+		},
+	} {
+		n := i + 1
+		data := fmt.Sprintf("v%d", n)
+		changes := func() {
+			change(t, src, func(s *corev1.Secret) { s.Data["k"] = []byte(data) })
+			createNamespace(t, fmt.Sprintf("%s%d", prefix, n), nil)
+		}
+
+		outage.cut()
+		g.Eventually(upGauge, timeout, poll).Should(BeZero(), "%s: the agent did not notice", outage.name)
+		down := time.Now() // the agent has marked its cluster down
+		if !outage.changesAfterReturn {
+			changes()
+		}
+		time.Sleep(ownOutage) //nolint:forbidigo // the length of the fault, not a wait for a condition
+		outage.heal()
+		back := time.Now()
+		if outage.changesAfterReturn {
+			changes()
+		}
+
+		g.Eventually(landed(data, n), recoveryBudget, poll).Should(Succeed(),
+			"%s: the change and the new namespace did not reach the mirrors within %s of the API server's return", outage.name, recoveryBudget)
+		t.Logf("%s: caught up %s after the API server answered again", outage.name, time.Since(back).Round(10*time.Millisecond))
+		g.Eventually(upGauge, timeout, poll).Should(Equal(1.0))
+		g.Eventually(status(src), timeout, poll).Should(Equal(fmt.Sprintf("%d/%d namespaces synced", n+1, n+1)))
+
+		var watchesWhileDown, lists []string
+		for _, r := range agent.requests.detailed() {
+			switch {
+			case r.Sent.Before(down):
+			case r.Sent.Before(back):
+				if r.URL.Query().Get("watch") == "true" {
+					watchesWhileDown = append(watchesWhileDown, r.URL.RequestURI())
+				}
+			case r.Method == http.MethodGet && r.URL.Query().Get("watch") == "" && isCollection(r.URL.Path):
+				lists = append(lists, r.URL.RequestURI())
+			}
+		}
+		g.Expect(watchesWhileDown).To(BeEmpty(), "%s: watches opened while the cluster was marked down", outage.name)
+		g.Expect(len(lists)).To(BeNumerically("<=", watchesPerAgent), "%s: lists after the return: %v", outage.name, lists)
+	}
+
+	select {
+	case err := <-agent.done:
+		t.Fatalf("the agent stopped: %v", err)
+	default:
+	}
+	// Recovering, the agent did not conflict with itself on any object of
+	// this test.
+	for _, r := range agent.requests.detailed() {
+		if r.Status == http.StatusConflict && strings.Contains(r.URL.Path, "/namespaces/"+strings.TrimSuffix(ns[0], "src")) {
+			t.Errorf("409 on the agent's own write: %s %s", r.Method, r.URL.Path)
+		}
+	}
+}
+
+// isCollection reports whether path is a LIST's: of Secrets, ConfigMaps or
+// Namespaces, in one namespace or all.
+func isCollection(path string) bool {
+	for _, suffix := range []string{"/secrets", "/configmaps", "/api/v1/namespaces"} {
+		if strings.HasSuffix(path, suffix) {
+			return true
+		}
+	}
+	return false
 }

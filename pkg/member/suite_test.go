@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,13 +75,15 @@ type request struct {
 	Accept string
 	// Status is the response's status code, 0 when no response came.
 	Status int
+	// Sent is when the request was sent.
+	Sent time.Time
 }
 
-func (l *requestLog) add(r *http.Request, resp *http.Response) {
+func (l *requestLog) add(r *http.Request, resp *http.Response, sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reqs = append(l.reqs, r.Method+" "+r.URL.RequestURI())
-	d := request{Method: r.Method, URL: r.URL, Accept: r.Header.Get("Accept")}
+	d := request{Method: r.Method, URL: r.URL, Accept: r.Header.Get("Accept"), Sent: sent}
 	if resp != nil {
 		d.Status = resp.StatusCode
 	}
@@ -117,8 +120,9 @@ type recordingTransport struct {
 }
 
 func (t *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	sent := time.Now()
 	resp, err := t.next.RoundTrip(r)
-	t.log.add(r, resp)
+	t.log.add(r, resp, sent)
 	return resp, err
 }
 
