@@ -92,7 +92,7 @@ func (o *Options) servers(ready healthz.Checker) ([]server, error) {
 //
 // This is what controller-runtime's manager did for us; see
 // controller.Pipeline.Run for why it is not used.
-func (o *Options) run(ctx context.Context, cfg *rest.Config, p *controller.Pipeline) error {
+func (o *Options) run(ctx context.Context, cfg *rest.Config, p *controller.Pipeline, lead func(context.Context)) error {
 	log := logf.FromContext(ctx)
 	srvs, err := o.servers(func(*http.Request) error { return p.Ready() })
 	if err != nil {
@@ -121,17 +121,22 @@ func (o *Options) run(ctx context.Context, cfg *rest.Config, p *controller.Pipel
 		}
 	})
 	wg.Go(func() {
-		if !o.LeaderElect {
-			if err := p.Run(runCtx); err != nil {
-				cancel(err)
+		// lead runs beside the controller, on the leader only.
+		leading := func(ctx context.Context) {
+			var lw sync.WaitGroup
+			if lead != nil {
+				lw.Go(func() { lead(ctx) })
 			}
-			return
-		}
-		err := leader.Run(runCtx, o.leaderConfig(cfg), func(ctx context.Context) {
 			if err := p.Run(ctx); err != nil {
 				cancel(err)
 			}
-		})
+			lw.Wait()
+		}
+		if !o.LeaderElect {
+			leading(runCtx)
+			return
+		}
+		err := leader.Run(runCtx, o.leaderConfig(cfg), leading)
 		if err != nil {
 			cancel(fmt.Errorf("leader election: %w", err))
 		}

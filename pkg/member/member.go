@@ -47,5 +47,7 @@ func Run(ctx context.Context, o Options) error {
 		// answers again, its changes should land at once.
 		RestartWatchesOnReturn: true,
 		Metrics:                fleet.Metrics{Up: metrics.ClusterUp},
+		// The hub reads it to watch only the kinds used here.
+		KindsObject: true,
 	})
 }
