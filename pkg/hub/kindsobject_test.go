@@ -156,7 +156,9 @@ func TestMemberKindsObject(t *testing.T) {
 		obj.Data[clusters.MemberKindsUsed] = "not a kind"
 	})
 	g.Eventually(hubWatches, timeout, poll).Should(BeNumerically(">=", 20), "an invalid kinds object")
-	g.Eventually(func() []string { return eventMessages(memB, systemNS, clusters.MemberKindsName, fleetpkg.ReasonInvalidKindsObject) }, timeout, poll).
+	g.Eventually(func() []string {
+		return eventMessages(memB, systemNS, clusters.MemberKindsName, fleetpkg.ReasonInvalidKindsObject)
+	}, timeout, poll).
 		Should(ContainElement(ContainSubstring("not a kind")))
 
 	// An oversized one too.
