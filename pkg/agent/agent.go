@@ -56,6 +56,15 @@ type Writer struct {
 	// write any more (the replicas of a sharded hub hold Leases of their
 	// own); its error ends the uninstall.
 	AwaitOthers func(ctx context.Context, own *rest.Config) error
+	// KindsObject keeps, while leading, the member's kinds object in
+	// --namespace (kindsobject.go), and deletes it on uninstall.
+	KindsObject bool
+	// MemberKinds reads the member kinds object of every cluster and
+	// watches there only the kinds it names as used (clusters.KindOptions).
+	MemberKinds bool
+
+	// uninstalled is done last by the uninstall mode.
+	uninstalled func(ctx context.Context) error
 }
 
 // Run runs the pipeline for w with the shared options o until ctx ends;
@@ -83,7 +92,7 @@ func Run(ctx context.Context, o Options, w Writer) error {
 		ProbeInterval: w.ProbeInterval,
 		ProbeTimeout:  w.ProbeTimeout,
 		Limit:         o.Limited,
-		Kinds:         o.KindOptions(),
+		Kinds:         o.kindOptions(w),
 		Metrics:       w.Metrics,
 		Identities:    w.Identities,
 	})
@@ -108,12 +117,28 @@ func Run(ctx context.Context, o Options, w Writer) error {
 		BreakerMax:                  o.BreakerMaxDelay,
 	}
 	p := controller.New(co)
+	var lead func(context.Context)
+	if w.KindsObject {
+		ko, err := o.newKindsObject(cfg, f)
+		if err != nil {
+			return err
+		}
+		lead = ko.run
+		w.uninstalled = ko.delete
+	}
 	if o.Uninstall {
 		return o.uninstall(ctx, cfg, p, w)
 	}
 	logf.FromContext(ctx).Info("Starting", "writer", w.Name, "cluster", o.ClusterName, "kinds", fmt.Sprint(o.ResourceTypes),
 		"version", version.Version, "revision", version.Revision)
-	return o.run(ctx, cfg, p)
+	return o.run(ctx, cfg, p, lead)
+}
+
+// kindOptions is the kind policy of the options, as w reads kinds.
+func (o *Options) kindOptions(w Writer) clusters.KindOptions {
+	ko := o.KindOptions()
+	ko.MemberKinds = w.MemberKinds
+	return ko
 }
 
 // KindOptions is the kind policy of the options.

@@ -96,7 +96,7 @@ func (o *Options) servers(ready healthz.Checker) ([]server, error) {
 //
 // This is what controller-runtime's manager did for us; see
 // controller.Pipeline.Run for why it is not used.
-func (o *Options) run(ctx context.Context, cfg *rest.Config, p *controller.Pipeline) error {
+func (o *Options) run(ctx context.Context, cfg *rest.Config, p *controller.Pipeline, lead func(context.Context)) error {
 	log := logf.FromContext(ctx)
 	srvs, err := o.servers(func(*http.Request) error { return p.Ready() })
 	if err != nil {
@@ -125,19 +125,24 @@ func (o *Options) run(ctx context.Context, cfg *rest.Config, p *controller.Pipel
 		}
 	})
 	wg.Go(func() {
-		if !o.LeaderElect {
-			if err := p.Run(runCtx); err != nil {
+		// lead runs beside the controller, on the leader only.
+		leading := func(ctx context.Context) {
+			var lw sync.WaitGroup
+			if lead != nil {
+				lw.Go(func() { lead(ctx) })
+			}
+			if err := p.Run(ctx); err != nil {
 				cancel(err)
 			}
+			lw.Wait()
+		}
+		if !o.LeaderElect {
+			leading(runCtx)
 			return
 		}
 		lc := o.leaderConfig(cfg)
 		for runCtx.Err() == nil {
-			err := leader.Run(runCtx, lc, func(ctx context.Context) {
-				if err := p.Run(ctx); err != nil {
-					cancel(err)
-				}
-			})
+			err := leader.Run(runCtx, lc, leading)
 			switch {
 			case errors.Is(err, leader.ErrLost):
 				log.Info("Lost leadership; campaigning again", "error", err.Error())

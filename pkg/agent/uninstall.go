@@ -41,6 +41,9 @@ func (o *Options) uninstall(ctx context.Context, cfg *rest.Config, p *controller
 			}
 		}
 		report, err = p.Uninstall(ctx, controller.UninstallOptions{KeepMirrors: o.UninstallKeepMirrors})
+		if w.uninstalled != nil {
+			err = errors.Join(err, w.uninstalled(ctx))
+		}
 	}
 	if !o.LeaderElect {
 		clean(ctx)

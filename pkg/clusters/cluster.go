@@ -99,8 +99,10 @@ type Cluster struct {
 	kinds map[schema.GroupVersionKind]*kindWatch
 	// presences notice the first source of kinds not watched (presence.go).
 	presences map[schema.GroupVersionKind]*presence
-	ctx       context.Context // set by Start; parent of every watch
-	closed    bool            // set by Close; no watch starts again
+	// hint follows the member agent's kinds object (kindshint.go).
+	hint   *kindsHintWatch
+	ctx    context.Context // set by Start; parent of every watch
+	closed bool            // set by Close; no watch starts again
 }
 
 type kindWatch struct {

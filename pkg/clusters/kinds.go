@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -64,6 +65,11 @@ type KindOptions struct {
 	// Synced is called once the watches of a kind newly watched in a
 	// cluster have synced.
 	Synced func(c *Cluster, gvk schema.GroupVersionKind)
+	// MemberKinds, with Lazy, reads each cluster's member kinds object
+	// (kindshint.go) and keeps no presence for the kinds it rules out.
+	MemberKinds bool
+	// InvalidKindsObject, when set, is told of each invalid kinds object.
+	InvalidKindsObject func(c *Cluster, obj *unstructured.Unstructured, err error)
 }
 
 // Kinds starts and stops the kind watches of a set of clusters. A kind is
@@ -266,6 +272,9 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 				return true, false
 			}
 			continue
+		}
+		if k.rulesOut(ctx, c, gvk) {
+			continue // the member agent's kinds object says: none there
 		}
 		used, err := c.Presence(ctx, gvk, k.Trigger)
 		switch {

@@ -246,6 +246,7 @@ func next(ctx context.Context, ws []apiwatch.Interface) (i int, ev apiwatch.Even
 
 // closePresencesLocked ends every presence; c.mu must be held.
 func (c *Cluster) closePresencesLocked() {
+	c.stopKindsHintLocked()
 	for gvk := range c.presences {
 		c.stopPresenceLocked(gvk)
 	}

@@ -167,6 +167,7 @@ func New(o Options) *Fleet {
 	ko := o.Kinds
 	ko.ManagedBy = o.ManagedBy
 	ko.Synced = f.kindSynced
+	ko.InvalidKindsObject = f.invalidKindsObject
 	f.kinds = clusters.NewKinds(ko)
 	return f
 }

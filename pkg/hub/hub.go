@@ -40,6 +40,7 @@ func Run(ctx context.Context, o Options) error {
 		CleanupTimeout:              o.RemoteCleanupTimeout,
 		DeleteOrphansOfUnregistered: o.DeleteMirrorsOfUnregistered,
 		AwaitOthers:                 o.awaitShards,
+		MemberKinds:                 o.MemberKinds,
 	})
 }
 

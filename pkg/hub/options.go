@@ -52,6 +52,10 @@ type Hub struct {
 	// ProbeInterval and ProbeTimeout govern cluster health probes.
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
+	// MemberKinds reads each cluster's member kinds object (written by its
+	// member agent) and, while it is valid and renewed, keeps no presence
+	// watches for the kinds it names as unused there.
+	MemberKinds bool
 	// Sharding divides the registered clusters among the hub's replicas.
 	Sharding
 
@@ -97,6 +101,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.raw.namespaces, "allowed-source-namespaces", "", "Comma-separated namespace globs whose sources may target other clusters; empty allows all.")
 	fs.DurationVar(&o.RemoteCleanupTimeout, "remote-cleanup-timeout", 5*time.Minute, "How long a deleted source is held while clusters with its mirrors are unreachable; the orphan sweep removes those mirrors when they return.")
 	fs.StringVar(&o.raw.orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
+	fs.BoolVar(&o.MemberKinds, "member-kinds", true, "With --lazy-watchers: in a cluster whose member agent keeps its kinds object (ConfigMap fleetmirror-member-kinds, renewed every minute), watch only that object and the kinds it names as used, instead of two idle watches per kind. Without a valid, unique object renewed within 3 minutes, every kind is watched as in a cluster without a member agent.")
 	fs.DurationVar(&o.ProbeInterval, "cluster-probe-interval", 10*time.Second, "How often each registered cluster is probed.")
 	fs.StringVar(&o.Shards, "shards", ShardsOff, "off: one replica serves every registered cluster (with several replicas, under --leader-elect). auto: every replica runs and they divide the registered clusters among themselves through Leases in --namespace (docs/federation.md); --leader-elect is then ignored.")
 	fs.StringVar(&o.ShardGroup, "shard-group", "fleetmirror-hub", "With --shards=auto: the name of the replicas that share the clusters, prefix of their Leases' names; one per hub installation in a namespace.")

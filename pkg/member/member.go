@@ -44,5 +44,7 @@ func Run(ctx context.Context, o Options) error {
 		ProbeInterval: probeInterval,
 		ProbeTimeout:  probeTimeout,
 		Metrics:       fleet.Metrics{Up: metrics.ClusterUp},
+		// The hub reads it to watch only the kinds used here.
+		KindsObject: true,
 	})
 }

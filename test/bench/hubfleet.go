@@ -273,6 +273,11 @@ func (b *bench) runHubFleet(ctx context.Context) (err error) {
 		return fmt.Errorf("seeding: %w", err)
 	}
 	b.res.SeedSeconds = time.Since(seedStart).Seconds()
+	if b.opts.memberKinds {
+		if err := b.memberKindsObjects(ctx); err != nil {
+			return err
+		}
+	}
 	progress("%s: watching the mirrors of %d clusters", b.workload, n)
 	if err := b.watchAndPrepare(ctx); err != nil {
 		return err

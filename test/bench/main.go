@@ -90,6 +90,8 @@ type options struct {
 	idle         time.Duration
 	shardLease   time.Duration
 	slimServers  bool
+	// memberKinds writes the member agents' kinds objects (hub-fleet).
+	memberKinds bool
 }
 
 // scaleFor returns the workload's default scale with the flags given applied.
@@ -125,6 +127,7 @@ func run() int {
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
 	fs.DurationVar(&o.shardLease, "shard-lease", 15*time.Second, "hub-shards: the replicas' --shard-lease-duration (the hub's default).")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart).")
+	fs.BoolVar(&o.memberKinds, "member-kinds-objects", false, "hub-fleet: write into every member cluster the kinds object a member agent keeps there (Secrets and ConfigMaps used, renewed every minute), as with member agents installed; with -agent-args=--resource-types= this measures discovery mode.")
 	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")
 	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")
 	fs.IntVar(&o.workers, "seed-workers", 32, "Concurrent writers when seeding a workload.")

@@ -93,6 +93,7 @@ var hubFlags = []flagValue{
 	{flag: "unregistered-source-mirrors", value: "config.unregisteredSourceMirrors", set: "delete", want: "delete"},
 	{flag: "cluster-probe-interval", value: "config.clusterProbeInterval", set: "30s", want: "30s"},
 	{flag: "cluster-probe-timeout", value: "config.clusterProbeTimeout", set: "2s", want: "2s"},
+	{flag: "member-kinds", value: "config.memberKinds", set: false, want: "false"},
 	{flag: "shards", value: "sharding.enabled", set: true, want: "auto"},
 	{flag: "shard-group", want: "fm-fleetmirror-hub", ownDefault: "the release's full name, unique per namespace"},
 	{flag: "shard-lease-duration", value: "sharding.leaseDuration", set: "30s", want: "30s"},

@@ -74,6 +74,7 @@ replicas gone for good).
 {{- $args = append $args (printf "--unregistered-source-mirrors=%s" $c.unregisteredSourceMirrors) }}
 {{- $args = append $args (printf "--cluster-probe-interval=%s" $c.clusterProbeInterval) }}
 {{- $args = append $args (printf "--cluster-probe-timeout=%s" $c.clusterProbeTimeout) }}
+{{- $args = append $args (printf "--member-kinds=%t" $c.memberKinds) }}
 {{- $args = append $args (printf "--shards=%s" (ternary "auto" "off" .Values.sharding.enabled)) }}
 {{- $args = append $args (printf "--shard-group=%s" (include "fleetmirror.fullname" .)) }}
 {{- $args = append $args (printf "--shard-lease-duration=%s" .Values.sharding.leaseDuration) }}

@@ -26,9 +26,17 @@ would be read as a cluster registration.
 {{- join "," $ns }}
 {{- end }}
 
-{{/* Namespaced Roles only the member has (none), as fleetmirror.roles lists them. */}}
+{{/* Namespaced Roles only the member has, as fleetmirror.roles lists them: its kinds object's (created, then read, renewed and deleted by name). */}}
 {{- define "fleetmirror.chartRoles" -}}
-[]
+{{- $kinds := `
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  resourceNames: ["fleetmirror-member-kinds"]
+  verbs: ["get", "update", "delete"]` }}
+{{- toJson (list (dict "suffix" "kinds-object" "namespace" .Release.Namespace "rules" (trim $kinds))) }}
 {{- end }}
 
 {{/* Flags only the member has (none): a JSON list. */}}
