@@ -21,6 +21,9 @@
 # leg, as a failing test does. The summary at the end gives each leg's
 # result and time, and each package's.
 #
+# MATRIX_PACKAGES, when set, keeps only the legs' packages it lists
+# (MATRIX_PACKAGES=./pkg/clusters).
+#
 # MATRIX_DEADLINE, when set, is a time (seconds since the epoch) by which
 # the matrix must be done (.ci/run sets it): a leg that would start too
 # close to it (MATRIX_LEG_MINUTES before, default 15) is not run and is
@@ -65,7 +68,15 @@ leg_versions() {
 }
 leg_hub() { case $1 in oldest) echo "$OLDEST" ;; *) echo "$NEWEST" ;; esac }
 leg_builds() { case $1 in oldest) echo "$OLDEST" ;; newest) echo "$NEWEST" ;; mixed) echo "$NEWEST $OLDEST 1.36" ;; esac }
-leg_packages() { case $1 in mixed) echo "$FLEET_PACKAGES" ;; *) echo "$ALL_PACKAGES" ;; esac }
+leg_packages() {
+	local pkgs
+	case $1 in mixed) pkgs=$FLEET_PACKAGES ;; *) pkgs=$ALL_PACKAGES ;; esac
+	for p in $pkgs; do
+		if [[ -z "${MATRIX_PACKAGES:-}" || " $MATRIX_PACKAGES " == *" $p "* ]]; then
+			echo "$p"
+		fi
+	done
+}
 
 legs=("$@")
 [[ ${#legs[@]} -gt 0 ]] || legs=(oldest newest mixed)
