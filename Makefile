@@ -84,6 +84,10 @@ test: vet $(HELM) ## Vet, run every test with -race (unit, envtest, test/e2e), l
 		go test -race -timeout 30m ./...
 	$(MAKE) --no-print-directory helm-lint prom-check
 
+.PHONY: test-matrix
+test-matrix: ## Run a core set of the envtest and e2e tests on Kubernetes 1.34, on 1.37 and on a mixed fleet (hack/test-matrix.sh; LEGS='oldest newest mixed' picks legs)
+	hack/test-matrix.sh $(LEGS)
+
 .PHONY: test-unit
 test-unit: ## Run the tests that need no API server (-race -short)
 	go test -race -short ./...
@@ -158,8 +162,8 @@ image: ## Build the Dockerfile's image (IMAGE) without Docker into .fleet/images
 	fi
 
 .PHONY: envtest
-envtest: ## Print the directory of kube-apiserver, etcd and kubectl (builds them the first time)
-	@hack/envtest.sh
+envtest: ## Print the directory of kube-apiserver, etcd and kubectl (builds them the first time); KUBE_VERSION=1.34 for another release
+	@hack/envtest.sh $(KUBE_VERSION)
 
 .PHONY: tools
 tools: $(GOLANGCI_LINT) $(HELM) ## Build the pinned tools into bin/

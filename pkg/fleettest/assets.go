@@ -18,11 +18,17 @@ const envAssets = "KUBEBUILDER_ASSETS"
 var modulePattern = regexp.MustCompile(`(?m)^module\s+github\.com/fleetmirror/fleetmirror\s*$`)
 
 // Assets returns the directory holding kube-apiserver, etcd and kubectl.
-// KUBEBUILDER_ASSETS wins when set; otherwise hack/envtest.sh of the
-// repository around the working directory prints it, building the binaries
+// When FLEETMIRROR_KUBE_VERSIONS (EnvKubeVersions) names the hub's version,
+// that version's, as hack/envtest.sh VERSION prints it. Otherwise
+// KUBEBUILDER_ASSETS wins when set; else hack/envtest.sh of the repository
+// around the working directory prints it. The script builds the binaries
 // from source on first use (several minutes, progress on stderr).
 func Assets() (string, error) {
-	return assets.dir()
+	kv, err := configuredVersions()
+	if err != nil {
+		return "", err
+	}
+	return assetsOf(kv.hub)
 }
 
 // Prometheus returns the directory holding promtool and prometheus.
@@ -38,17 +44,18 @@ var (
 	prometheusTools = &scriptDir{env: "FLEETMIRROR_PROMETHEUS_DIR", script: "prometheus.sh"}
 )
 
-// scriptDir is a directory of tools that a script in hack/ prints, unless
-// an environment variable names it.
+// scriptDir is a directory of tools that a script in hack/ prints, given
+// args, unless an environment variable (env, when not empty) names it.
 type scriptDir struct {
 	env, script string
+	args        []string
 
 	mu    sync.Mutex
 	found string // cached after the first success
 }
 
 func (s *scriptDir) dir() (string, error) {
-	if dir := os.Getenv(s.env); dir != "" {
+	if dir := os.Getenv(s.env); s.env != "" && dir != "" {
 		return dir, nil
 	}
 	s.mu.Lock()
@@ -60,17 +67,18 @@ func (s *scriptDir) dir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("bash", filepath.Join(root, "hack", s.script))
+	cmd := exec.Command("bash", append([]string{filepath.Join(root, "hack", s.script)}, s.args...)...)
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr
+	name := strings.Join(append([]string{"hack/" + s.script}, s.args...), " ")
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("hack/%s: %w", s.script, err)
+		return "", fmt.Errorf("%s: %w", name, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	dir := strings.TrimSpace(lines[len(lines)-1])
 	if dir == "" {
-		return "", fmt.Errorf("hack/%s printed no directory", s.script)
+		return "", fmt.Errorf("%s printed no directory", name)
 	}
 	s.found = dir
 	return dir, nil

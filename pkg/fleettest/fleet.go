@@ -3,9 +3,11 @@ package fleettest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,26 +55,30 @@ type Cluster struct {
 	// Restart serves the same certificates: old kubeconfigs keep working.
 	certDir string
 
+	// kubeVersion is the release the API server must report (EnvKubeVersions),
+	// empty when any will do.
+	kubeVersion string
+
 	mu      sync.Mutex // serialises Stop, Restart and AddUser
 	stopped bool
 }
 
-func newCluster(name, assets string) (*Cluster, error) {
+func newCluster(name string, assets versionAssets, flags map[string]string) (*Cluster, error) {
 	certDir, err := os.MkdirTemp("", "fleettest-"+name+"-")
 	if err != nil {
 		return nil, err
 	}
-	apiServerPath, err := orphanGuard(certDir, filepath.Join(assets, "kube-apiserver"))
+	apiServerPath, err := orphanGuard(certDir, filepath.Join(assets.dir, "kube-apiserver"))
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
-	etcdPath, err := orphanGuard(certDir, filepath.Join(assets, "etcd"))
+	etcdPath, err := orphanGuard(certDir, filepath.Join(assets.dir, "etcd"))
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
 	env := &envtest.Environment{
 		Scheme:                clientgoscheme.Scheme,
-		BinaryAssetsDirectory: assets,
+		BinaryAssetsDirectory: assets.dir,
 		ControlPlane: envtest.ControlPlane{
 			APIServer: &envtest.APIServer{Path: apiServerPath},
 			Etcd:      &envtest.Etcd{Path: etcdPath},
@@ -89,7 +95,10 @@ func newCluster(name, assets string) (*Cluster, error) {
 	// Sandboxes without a default route leave kube-apiserver unable to pick
 	// an address to advertise; it serves on loopback anyway.
 	api.Configure().Set("advertise-address", "127.0.0.1")
-	return &Cluster{Name: name, Env: env, certDir: certDir}, nil
+	for _, k := range slices.Sorted(maps.Keys(flags)) {
+		api.Configure().Set(k, flags[k])
+	}
+	return &Cluster{Name: name, Env: env, certDir: certDir, kubeVersion: assets.version}, nil
 }
 
 // orphanGuard returns a command that runs bin and is killed, with its
@@ -172,6 +181,9 @@ func (c *Cluster) start() error {
 	c.Client, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
 	if err != nil {
 		return fmt.Errorf("client for cluster %s: %w", c.Name, err)
+	}
+	if err := checkVersion(cfg, c.kubeVersion); err != nil {
+		return fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
 	return nil
 }
@@ -310,12 +322,17 @@ type Fleet struct {
 // each admin kubeconfig to <dir>/<name>.kubeconfig (mode 0600). Names must be
 // unique DNS labels other than HubName. On error, whatever started is stopped.
 func Start(dir string, memberNames ...string) (*Fleet, error) {
+	return start(dir, nil, memberNames...)
+}
+
+// start is Start with kube-apiserver flags set on every API server.
+func start(dir string, flags map[string]string, memberNames ...string) (*Fleet, error) {
 	names, assets, err := prepare(memberNames)
 	if err != nil {
 		return nil, err
 	}
 	// Each API server takes seconds to start; start them side by side.
-	build := func(name string) (*Cluster, error) { return newCluster(name, assets) }
+	build := func(name string) (*Cluster, error) { return newCluster(name, assets[name], flags) }
 	return startClusters(&Fleet{}, dir, names, build, (*Cluster).start, 0, nil)
 }
 

@@ -89,15 +89,15 @@ func StartShared(dir string, o SharedOptions, memberNames ...string) (*Fleet, er
 	if err != nil {
 		return nil, err
 	}
-	etcd, err := startSharedEtcd(assets)
+	etcd, err := startSharedEtcd(assets[HubName].dir) // one etcd release serves every version
 	if err != nil {
 		return nil, err
 	}
 	build := func(name string) (*Cluster, error) {
 		if name == HubName {
-			return newSharedCluster(name, assets, etcd, o.HubArgs, nil, o.Output)
+			return newSharedCluster(name, assets[name], etcd, o.HubArgs, nil, o.Output)
 		}
-		return newSharedCluster(name, assets, etcd, o.MemberArgs, o.MemberEnv, o.Output)
+		return newSharedCluster(name, assets[name], etcd, o.MemberArgs, o.MemberEnv, o.Output)
 	}
 	parallel := o.Parallel
 	if parallel <= 0 {
@@ -107,15 +107,21 @@ func StartShared(dir string, o SharedOptions, memberNames ...string) (*Fleet, er
 }
 
 // prepare returns the names of a fleet's clusters, the hub's first, and
-// the directory of the envtest binaries; it refuses names that are not
-// unique DNS labels other than HubName.
-func prepare(memberNames []string) (names []string, assets string, err error) {
+// for each the directory of the envtest binaries it runs and the version it
+// must report (EnvKubeVersions; empty when unset); it refuses names that
+// are not unique DNS labels other than HubName.
+func prepare(memberNames []string) (names []string, assets map[string]versionAssets, err error) {
 	names = append([]string{HubName}, memberNames...)
 	if err := checkNames(names); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	if assets, err = Assets(); err != nil {
-		return nil, "", err
+	dirs, versions, err := clusterAssets(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	assets = make(map[string]versionAssets, len(names))
+	for i, name := range names {
+		assets[name] = versionAssets{dir: dirs[i], version: versions[i]}
 	}
 	return names, assets, nil
 }
@@ -159,12 +165,12 @@ func startSharedEtcd(assets string) (*sharedEtcd, error) {
 // newSharedCluster prepares a cluster whose API server stores in etcd
 // under a prefix named after it; env, when not empty, is added to the API
 // server's environment by a wrapper script.
-func newSharedCluster(name, assets string, etcd *sharedEtcd, args map[string]string, env []string, out io.Writer) (*Cluster, error) {
+func newSharedCluster(name string, assets versionAssets, etcd *sharedEtcd, args map[string]string, env []string, out io.Writer) (*Cluster, error) {
 	certDir, err := os.MkdirTemp("", "fleettest-"+name+"-")
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(assets, "kube-apiserver")
+	bin := filepath.Join(assets.dir, "kube-apiserver")
 	if len(env) > 0 {
 		if bin, err = envWrapper(filepath.Join(certDir, "env"), bin, env); err != nil {
 			return nil, errors.Join(err, os.RemoveAll(certDir))
@@ -193,7 +199,7 @@ func newSharedCluster(name, assets string, etcd *sharedEtcd, args map[string]str
 	// environment stops no etcd (it has none). It is never started: it
 	// would start an etcd.
 	apiOnly := &envtest.Environment{Scheme: clientgoscheme.Scheme, ControlPlane: envtest.ControlPlane{APIServer: api}}
-	return &Cluster{Name: name, Env: apiOnly, certDir: certDir}, nil
+	return &Cluster{Name: name, Env: apiOnly, certDir: certDir, kubeVersion: assets.version}, nil
 }
 
 // envWrapper writes dir/<base of bin>, a script that runs bin with env
@@ -242,6 +248,9 @@ func (c *Cluster) startShared() error {
 	})
 	if err != nil {
 		return fmt.Errorf("cluster %s: the default namespace did not appear within %s: %w", c.Name, defaultNamespaceWait, err)
+	}
+	if err := checkVersion(c.Config, c.kubeVersion); err != nil {
+		return fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
 	return nil
 }
