@@ -82,6 +82,25 @@ func startDiscoveryMember(t *testing.T, c *fleettest.Cluster) func() {
 	return stop
 }
 
+// settledWatches is openWatches once it has not changed for a second and
+// a half: the member agent starts and stops kind watches as it settles,
+// and a baseline taken meanwhile would count its watches as the hub's.
+func settledWatches(t *testing.T, c *fleettest.Cluster) int {
+	t.Helper()
+	n, since := openWatches(t, c), time.Now()
+	deadline := time.Now().Add(timeout)
+	for time.Since(since) < 1500*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatalf("the open watches of %s never settled (last %d)", c.Name, n)
+		}
+		time.Sleep(poll)
+		if m := openWatches(t, c); m != n {
+			n, since = m, time.Now()
+		}
+	}
+	return n
+}
+
 // kindsObject is a member kinds object in systemNS with data.
 func kindsObject(data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: clusters.MemberKindsName,
@@ -107,7 +126,7 @@ func TestMemberKindsObject(t *testing.T) {
 
 	// The hub's watches in member-b: the namespaces and the kinds object;
 	// none per kind while nothing is used.
-	withMember := openWatches(t, memB)
+	withMember := settledWatches(t, memB)
 	h := startHub("--resource-types=", "--watch-idle-timeout=1s")
 	t.Cleanup(h.stop)
 	before := withMember
