@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/wait"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -326,16 +325,28 @@ func kindsHintOf(obj *unstructured.Unstructured) (*KindsHint, error) {
 func (h *kindsHintWatch) watch(ctx context.Context, c *Cluster, rv string, notify func(), invalid func(*Cluster, *unstructured.Unstructured, error)) {
 	res := c.dyn.Resource(configMapsGVR).Namespace(metav1.NamespaceAll)
 	sel := LabelMemberKinds + "=true"
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 7, Cap: time.Minute}
+	backoff := retryBackoff()
+	var back <-chan struct{} // closed when the cluster is next marked up
+	// pause waits before a retry, as a presence's does: longer each time
+	// until a watch lasts, and no longer than until the cluster is marked
+	// up again.
 	pause := func() bool {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-time.After(backoff.Step()):
 			return true
+		case <-back:
+			backoff = retryBackoff()
+			return true
 		}
 	}
 	for ctx.Err() == nil {
+		// A cluster marked down is asked nothing but its probe.
+		if !c.health.waitUp(ctx) {
+			return
+		}
+		_, back, _ = c.health.state()
 		if rv == "" {
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			list, err := res.List(lctx, metav1.ListOptions{LabelSelector: sel})
@@ -364,7 +375,7 @@ func (h *kindsHintWatch) watch(ctx context.Context, c *Cluster, rv string, notif
 		rv = h.follow(ctx, c, w, rv, notify, invalid)
 		w.Stop()
 		if time.Since(opened) > time.Minute {
-			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 7, Cap: time.Minute}
+			backoff = retryBackoff()
 		} else if !pause() {
 			return
 		}

@@ -132,11 +132,15 @@ func listOne(ctx context.Context, res metadata.ResourceInterface, selector strin
 // resourceVersion it reported (bookmarks keep it current); one the API
 // server can no longer resume is LISTed again first. While the cluster is
 // marked down (h) it dials nothing, and it reconnects when it is marked up.
+// retryBackoff spaces the retries of the label-selected watches that are
+// no cache (presences, the kinds objects): longer each time until a watch
+// lasts, from 1s up to a minute.
+func retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 7, Cap: time.Minute}
+}
+
 func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceInterface, rvs []string, notify func()) {
-	newBackoff := func() wait.Backoff {
-		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 7, Cap: time.Minute}
-	}
-	backoff := newBackoff()
+	backoff := retryBackoff()
 	var back <-chan struct{} // closed when the cluster is next marked up
 	// pause waits before a retry, longer each time until a watch lasts;
 	// it ends when the cluster is marked up again meanwhile.
@@ -147,7 +151,7 @@ func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceIn
 		case <-time.After(backoff.Step()):
 			return true
 		case <-back:
-			backoff = newBackoff()
+			backoff = retryBackoff()
 			return true
 		}
 	}
@@ -224,7 +228,7 @@ func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceIn
 		}
 		watches[i] = nil
 		if time.Since(opened[i]) > time.Minute {
-			backoff = newBackoff()
+			backoff = retryBackoff()
 		} else if !pause() {
 			return
 		}
