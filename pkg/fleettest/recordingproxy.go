@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/pem"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -27,6 +29,8 @@ import (
 type RecordingProxy struct {
 	Requests
 	server *httptest.Server
+	// watches are the watches open through the proxy now, by request.
+	watches sync.Map // *http.Request -> its URI
 }
 
 // NewRecordingProxy starts a proxy in front of c; Close stops it.
@@ -40,15 +44,35 @@ func NewRecordingProxy(c *Cluster) (*RecordingProxy, error) {
 		return nil, err
 	}
 	p := &RecordingProxy{}
-	p.server = httptest.NewTLSServer(&httputil.ReverseProxy{
+	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.Header.Del("Authorization") // the proxy's token; the transport authenticates
 		},
 		Transport:     p.Wrap(transport),
 		FlushInterval: -1, // watch events pass at once
-	})
+	}
+	p.server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			p.watches.Store(r, r.URL.RequestURI())
+			defer p.watches.Delete(r)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
 	return p, nil
+}
+
+// OpenWatches returns the watches open through the proxy now, sorted: those
+// of its one client, where the API server's own metrics count everyone's
+// (its internal informers' too, which come and go).
+func (p *RecordingProxy) OpenWatches() []string {
+	var open []string
+	p.watches.Range(func(_, uri any) bool {
+		open = append(open, uri.(string))
+		return true
+	})
+	slices.Sort(open)
+	return open
 }
 
 // Kubeconfig returns a self-contained kubeconfig that reaches the cluster
