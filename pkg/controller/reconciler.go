@@ -61,6 +61,10 @@ type Reconciler struct {
 // behind the mirrors or a target cluster is unreachable.
 const retryStale = 2 * time.Second
 
+// retryLeaving is how soon a source whose cluster is being torn down is
+// looked at again: the teardown's last steps take moments.
+const retryLeaving = 250 * time.Millisecond
+
 // retryUnreachable is how soon a source whose targets include an
 // unreachable cluster is looked at again; a reconnect also wakes it.
 const retryUnreachable = 30 * time.Second
@@ -202,6 +206,12 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 // sourceClusterGone handles a source whose cluster left the fleet (only
 // the hub sees this). Its mirrors are deleted or kept, as the operator chose.
 func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string) (Result, error) {
+	if r.fleet.Leaving(key.Cluster) {
+		// Its teardown runs, and the fleet enqueues these sources before
+		// it ends: decided once it is known whether the cluster left for
+		// good or comes back (new credentials, another replica).
+		return Result{RequeueAfter: retryLeaving}, nil
+	}
 	if r.fleet.Registered(key.Cluster) {
 		// Served by another replica of a sharded hub, coming back with
 		// new credentials, or refused as a duplicate of a cluster served

@@ -339,6 +339,16 @@ func (f *Fleet) Registered(name string) bool {
 	return conn || leaving || elsewhere || f.engaging[name] > 0
 }
 
+// Leaving reports whether the cluster named name is being torn down: its
+// registration went away (or was replaced, or handed over) and what it
+// becomes is known once the teardown ends. Registered is true meanwhile.
+func (f *Fleet) Leaving(name string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, leaving := f.leaving[name]
+	return leaving
+}
+
 // Relabel replaces the labels of the cluster named name.
 func (f *Fleet) Relabel(name string, labels map[string]string) {
 	f.mu.RLock()
