@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/leader"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
@@ -199,6 +200,10 @@ func TestUninstall(t *testing.T) {
 	// helm uninstall deletes the Deployment: the agent stops and steps down.
 	agent.stop()
 	g.Expect(s.lease()).To(BeEmpty(), "the agent released its Lease")
+	// A kinds object left by a leader that died without deleting it: the
+	// uninstall takes it away, or the hub would trust it until it is stale.
+	leftover := kindsObject(true)
+	s.create(t, leftover)
 	// A namespace deleted now (envtest has no namespace controller: a
 	// source of it) stays: our finalizer holds it.
 	g.Expect(s.c.Client.Delete(context.Background(), doomed)).To(Succeed())
@@ -222,6 +227,7 @@ func TestUninstall(t *testing.T) {
 		g.Expect(fleettest.Lookup(s.c, m)).To(BeNil(), "mirror %s/%s", m.GetNamespace(), m.GetName())
 	}
 	g.Expect(fleettest.Lookup(s.c, doomed)).To(BeNil(), "the deleted source is gone: no finalizer holds it")
+	g.Expect(fleettest.Lookup(s.c, leftover)).To(BeNil(), "the kinds object stays")
 	s.released(t)
 	g.Expect(s.lease()).To(BeEmpty(), "the uninstall released the Lease")
 	g.Expect(writesTo(uninstall.requests, "other")).To(BeEmpty(), "written to objects that are not ours")
@@ -241,11 +247,19 @@ func TestUninstallKeepMirrors(t *testing.T) {
 		kept[m.GetNamespace()+"/"+m.GetName()] = string(got.GetUID()) + "@" + got.GetResourceVersion()
 	}
 	agent.stop()
+	// A ConfigMap of the kinds object's name without its label is not ours.
+	theirs := kindsObject(false)
+	s.create(t, theirs)
+	was := string(theirs.GetUID()) + "@" + theirs.GetResourceVersion()
 
 	uninstall := s.run("--uninstall", "--uninstall-keep-mirrors", "--uninstall-timeout=1m")
 	var err error
 	g.Eventually(uninstall.done, timeout, poll).Should(Receive(&err))
 	g.Expect(err).NotTo(HaveOccurred())
+	got, err := fleettest.Lookup(s.c, theirs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).NotTo(BeNil(), "a ConfigMap of the kinds object's name without its label deleted")
+	g.Expect(string(got.GetUID())+"@"+got.GetResourceVersion()).To(Equal(was), "a ConfigMap of the kinds object's name without its label written")
 	for _, m := range s.mirrors {
 		got, err := fleettest.Lookup(s.c, m)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -253,6 +267,17 @@ func TestUninstallKeepMirrors(t *testing.T) {
 		g.Expect(string(got.GetUID()) + "@" + got.GetResourceVersion()).To(Equal(kept[m.GetNamespace()+"/"+m.GetName()]))
 	}
 	s.released(t)
+}
+
+// kindsObject is a ConfigMap of the member kinds object's name in the
+// agent's namespace, with the kinds object's label when ours.
+func kindsObject(ours bool) *corev1.ConfigMap {
+	cm := fleettest.ConfigMap(agentNS, clusters.MemberKindsName)
+	cm.Data = clusters.FormatKindsHint(nil, nil, time.Now())
+	if ours {
+		cm.Labels = map[string]string{clusters.LabelMemberKinds: "true"}
+	}
+	return cm
 }
 
 // writesTo returns the requests of log that changed something in namespace.
