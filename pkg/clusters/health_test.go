@@ -180,3 +180,58 @@ func TestWatchesFollowHealth(t *testing.T) {
 		}
 	}
 }
+
+// The watch of the member's kinds object follows the cluster's health as
+// the other watches do: nothing while the cluster is marked down, however
+// long, and resumed from its resourceVersion once it is marked up.
+func TestKindsObjectWatchFollowsHealth(t *testing.T) {
+	g := NewWithT(t)
+	fleet, ctx := fleettest.APIServer(t)
+	u, err := url.Parse(fleet.Hub.Config.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	proxy, err := fleettest.NewFaultProxy(u.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(proxy.Close)
+	cfg := rest.CopyConfig(fleet.Hub.Config)
+	cfg.Host = "https://" + proxy.Addr()
+	reqs := &requestLog{}
+	cfg.Wrap(reqs.wrap)
+	c, err := clusters.New(cfg, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByHub, Handler: ignoreEvents{}})
+	g.Expect(err).NotTo(HaveOccurred())
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(func() { cancel(); c.Close() })
+	c.Start(cctx)
+
+	configMaps := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: clusters.MemberKindsName,
+		Labels: map[string]string{clusters.LabelMemberKinds: "true"}},
+		Data: clusters.FormatKindsHint([]schema.GroupVersionKind{configMaps}, nil, time.Now())}
+	g.Expect(fleet.Hub.Client.Create(ctx, obj)).To(Succeed())
+	kinds := clusters.NewKinds(clusters.KindOptions{Explicit: []schema.GroupVersionKind{configMaps}, Lazy: true,
+		MemberKinds: true, ManagedBy: annotations.ManagedByHub})
+	hintWatches := func(since int) []string {
+		var out []string
+		for _, r := range reqs.since(since) {
+			if strings.Contains(r, url.QueryEscape(clusters.LabelMemberKinds)) && strings.Contains(r, "watch=true") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	g.Eventually(func() []string {
+		kinds.Step(ctx, []*clusters.Cluster{c})
+		return hintWatches(0)
+	}, "10s", "50ms").ShouldNot(BeEmpty(), "the kinds object is watched")
+
+	proxy.Cut()
+	c.MarkDown("test: probe failed")
+	down := reqs.len()
+	// Long enough for a watch on a back-off of its own (1s, then 2s) to
+	// try twice.
+	g.Consistently(func() []string { return reqs.since(down) }, "4s", "100ms").Should(BeEmpty(), "requests to a cluster marked down")
+
+	g.Expect(proxy.Heal()).To(Succeed())
+	c.MarkUp()
+	g.Eventually(func() []string { return hintWatches(down) }, "2s", "10ms").Should(ContainElement(ContainSubstring("resourceVersion=")),
+		"the kinds object's watch resumed")
+}
