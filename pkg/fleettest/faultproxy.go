@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,6 +24,8 @@ type FaultProxy struct {
 	held  map[net.Conn]bool // accepted while hung
 	hung  bool
 	delay time.Duration
+	// accepted counts the connections accepted, whatever became of them.
+	accepted atomic.Int64
 }
 
 // NewFaultProxy listens on a free loopback port and forwards to target
@@ -37,6 +40,12 @@ func NewFaultProxy(target string) (*FaultProxy, error) {
 	return p, nil
 }
 
+// Accepted is the number of connections the proxy has accepted so far:
+// while its API server is stopped, every attempt to reach it (each fails
+// when the proxy cannot dial the server). While Cut, attempts are refused
+// and not counted.
+func (p *FaultProxy) Accepted() int { return int(p.accepted.Load()) }
+
 // Addr is the proxy's address.
 func (p *FaultProxy) Addr() string { return p.addr }
 
@@ -50,6 +59,7 @@ func (p *FaultProxy) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
+			p.accepted.Add(1)
 			go p.pipe(c)
 		}
 	}()

@@ -7,6 +7,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 )
 
 // memberOutage is how long the hub cannot reach member-a; recoveryBudget is
@@ -45,6 +47,10 @@ func TestMemberOutage(t *testing.T) {
 		// nsAfterReturn: the member's API server being gone, its new
 		// namespace is created as soon as it answers again.
 		nsAfterReturn bool
+		// countsAttempts: the proxy in front of member-a still accepts
+		// connections (and closes them, unable to reach the API server),
+		// so every attempt of the hub to reach it is counted.
+		countsAttempts bool
 	}{
 		{name: "partition", cut: partA.Cut, heal: func() { g.Expect(partA.Heal()).To(Succeed()) }},
 		{
@@ -53,18 +59,27 @@ func TestMemberOutage(t *testing.T) {
 				t.Cleanup(func() { _ = memA.Restart() })
 				g.Expect(memA.Stop()).To(Succeed())
 			},
-			heal:          func() { g.Expect(memA.Restart()).To(Succeed()) },
-			nsAfterReturn: true,
+			heal:           func() { g.Expect(memA.Restart()).To(Succeed()) },
+			nsAfterReturn:  true,
+			countsAttempts: true,
 		},
 	} {
 		data, ns := fmt.Sprintf("v%d", i+1), fmt.Sprintf("%s-%d", shared, i+1)
 		outage.cut()
 		g.Eventually(status(hubC, s), timeout, poll).Should(ContainSubstring("member-a unreachable"), outage.name)
+		down := partA.Accepted()
 		change(t, hubC, s, func() { s.Data["k"] = []byte(data) })
 		if !outage.nsAfterReturn {
 			mkNamespaces(t, ns, memA)
 		}
 		time.Sleep(memberOutage) //nolint:forbidigo // the length of the fault, not a wait for a condition
+		if attempts := partA.Accepted() - down; outage.countsAttempts {
+			// The probe, once a second, and nothing else: no watch dials
+			// a cluster marked unreachable.
+			probes := int(memberOutage / clusters.DownProbeInterval)
+			t.Logf("%s: %d connections to member-a while it was marked unreachable, for %d probes", outage.name, attempts, probes)
+			g.Expect(attempts).To(BeNumerically("<=", probes+3), "%s: connections to member-a while it was marked unreachable", outage.name)
+		}
 		outage.heal()
 		back := time.Now()
 		if outage.nsAfterReturn {
