@@ -14,11 +14,12 @@ import (
 )
 
 // memberKindsObjects writes into every member cluster the kinds object its
-// member agent would keep there (clusters.MemberKindsName) with Secrets and
-// ConfigMaps used, and renews it every clusters.MemberKindsRenewal until
-// ctx ends: hub-fleet with -member-kinds-objects measures a hub that
-// discovers every kind (-agent-args=--resource-types=) in clusters whose
-// member agents say which kinds are used.
+// member agent would keep there (clusters.MemberKindsName), and renews it
+// every clusters.MemberKindsRenewal until ctx ends: hub-fleet's mode
+// discovery measures a hub that discovers every kind in clusters whose
+// member agents say which kinds are used. The members hold the hub's
+// mirrors and neither sources nor pull mirrors, so no kind is used there:
+// what their agents would say.
 func (b *bench) memberKindsObjects(ctx context.Context) error {
 	write := func(ctx context.Context, c *cluster) error {
 		lists, err := c.cs.Discovery().ServerPreferredNamespacedResources()
@@ -35,9 +36,8 @@ func (b *bench) memberKindsObjects(ctx context.Context) error {
 				covered = append(covered, gv.WithKind(r.Kind))
 			}
 		}
-		used := []schema.GroupVersionKind{{Version: "v1", Kind: "Secret"}, {Version: "v1", Kind: "ConfigMap"}}
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: clusters.MemberKindsName,
-			Labels: map[string]string{clusters.LabelMemberKinds: "true"}}, Data: clusters.FormatKindsHint(append(covered, used...), used, time.Now())}
+			Labels: map[string]string{clusters.LabelMemberKinds: "true"}}, Data: clusters.FormatKindsHint(covered, nil, time.Now())}
 		_, err = c.cs.CoreV1().ConfigMaps(systemNS).Update(ctx, cm, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) {
 			_, err = c.cs.CoreV1().ConfigMaps(systemNS).Create(ctx, cm, metav1.CreateOptions{})

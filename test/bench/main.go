@@ -92,7 +92,31 @@ type options struct {
 	slimServers  bool
 	// memberKinds writes the member agents' kinds objects (hub-fleet).
 	memberKinds bool
+	// hubFleetModes are the modes hub-fleet runs one after the other
+	// (hubFleetModes); none: one run as the other flags say.
+	hubFleetModes string
 }
+
+// hubFleetMode is a way to run hub-fleet's hub: the flags it adds to the
+// hub's, and whether the member clusters hold their member agents' kinds
+// objects.
+type hubFleetMode struct {
+	args        string
+	memberKinds bool
+	doc         string
+}
+
+// hubFleetModes are hub-fleet's modes by name, in the order they are
+// printed.
+var hubFleetModes = map[string]hubFleetMode{
+	"two-kinds": {doc: "two explicit kinds (the bench's --resource-types=Secret.v1,ConfigMap.v1)"},
+	"discovery": {args: "--resource-types=", memberKinds: true,
+		doc: "every discovered kind (--resource-types=), each member cluster with its member agent's kinds object"},
+	"discovery-without-members": {args: "--resource-types=",
+		doc: "every discovered kind (--resource-types=), no kinds objects: clusters without a member agent"},
+}
+
+var hubFleetModeOrder = []string{"two-kinds", "discovery", "discovery-without-members"}
 
 // scaleFor returns the workload's default scale with the flags given applied.
 func (o *options) scaleFor(workload string) scale {
@@ -127,7 +151,7 @@ func run() int {
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
 	fs.DurationVar(&o.shardLease, "shard-lease", 15*time.Second, "hub-shards: the replicas' --shard-lease-duration (the hub's default).")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart).")
-	fs.BoolVar(&o.memberKinds, "member-kinds-objects", false, "hub-fleet: write into every member cluster the kinds object a member agent keeps there (Secrets and ConfigMaps used, renewed every minute), as with member agents installed; with -agent-args=--resource-types= this measures discovery mode.")
+	fs.BoolVar(&o.memberKinds, "member-kinds-objects", false, "hub-fleet: write into every member cluster the kinds object a member agent keeps there (no kind used: the members hold mirrors only; renewed every minute), as with member agents installed; the mode discovery of -hub-fleet-modes sets it.")
 	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")
 	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")
 	fs.IntVar(&o.workers, "seed-workers", 32, "Concurrent writers when seeding a workload.")
@@ -139,6 +163,7 @@ func run() int {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Longest wait for one measured event (convergence, one update, ...).")
 	fs.BoolVar(&o.pprof, "pprof", false, "Start the agent with --pprof-bind-address on a free port (printed) to profile it during the run.")
 	fs.StringVar(&o.agentArgs, "agent-args", "", "Extra flags for the agent, space-separated, appended to the standard ones.")
+	fs.StringVar(&o.hubFleetModes, "hub-fleet-modes", "two-kinds,discovery", "hub-fleet: the modes to run one after the other, comma-separated, then compared per cluster: "+strings.Join(hubFleetModeOrder, ", ")+"; empty: one run as -agent-args and -member-kinds-objects say.")
 	_ = fs.Parse(os.Args[1:])
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
@@ -190,23 +215,40 @@ func run() int {
 
 	code := 0
 	for _, w := range workloads {
-		if ctx.Err() != nil {
-			break
+		runs, err := o.runsOf(w)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
 		}
-		b := &bench{opts: &o, workload: w, scale: o.scaleFor(w), bins: bins, work: filepath.Join(work, w)}
-		res, err := b.run(ctx)
-		if res != nil {
-			res.print(os.Stdout)
-			path := filepath.Join(o.out, w+".json")
-			if werr := res.write(path); werr != nil {
-				err = errors.Join(err, werr)
-			} else {
-				fmt.Printf("\nwritten to %s\n\n", path)
+		var compared []modeResult
+		for _, r := range runs {
+			if ctx.Err() != nil {
+				break
+			}
+			if r.mode != "" {
+				fmt.Printf("\n== %s, mode %s: %s\n", w, r.mode, hubFleetModes[r.mode].doc)
+			}
+			b := &bench{opts: r.opts, workload: w, scale: o.scaleFor(w), bins: bins, work: filepath.Join(work, r.label)}
+			res, err := b.run(ctx)
+			if res != nil {
+				res.print(os.Stdout)
+				path := filepath.Join(o.out, r.label+".json")
+				if werr := res.write(path); werr != nil {
+					err = errors.Join(err, werr)
+				} else {
+					fmt.Printf("\nwritten to %s\n\n", path)
+				}
+				if r.mode != "" && res.Fleet != nil {
+					compared = append(compared, modeResult{mode: r.mode, fleet: res.Fleet})
+				}
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench %s: %v\n", r.label, err)
+				code = 1
 			}
 		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench %s: %v\n", w, err)
-			code = 1
+		if len(compared) > 1 {
+			printModes(os.Stdout, w, compared)
 		}
 	}
 	if ctx.Err() != nil {
