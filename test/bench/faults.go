@@ -38,6 +38,8 @@ type faults struct {
 	// was noticed).
 	CatchUpWrites map[string]float64 `json:"catchUpWrites"`
 	Changed       int                `json:"changedMirrors"`
+	// Own is the last phase: a member agent's own API server's outages.
+	Own *ownOutage `json:"memberOwnOutage,omitempty"`
 	// Goroutines and RSSMiB are the hub's before the faults, at the end of
 	// each fault, and at the end.
 	Goroutines map[string]float64 `json:"goroutines"`
@@ -61,6 +63,9 @@ func (f *faults) print(row func(name, value, detail string)) {
 		if w, ok := f.CatchUpWrites[name]; ok {
 			row("  writes catching up after "+name, fmt.Sprintf("%.0f", w), fmt.Sprintf("to %s's Secrets/ConfigMaps; %d of its mirrors changed meanwhile", f.Sick, f.Changed))
 		}
+	}
+	if f.Own != nil {
+		f.Own.print(row)
 	}
 	if g := f.Goroutines; g != nil {
 		row("hub goroutines", fmt.Sprintf("%.0f -> %.0f", g["before"], g["after"]),
@@ -96,6 +101,9 @@ func (f *faults) check(check func(name, target, value string, ok bool)) {
 			// Fewer when some writes landed before the fault was noticed.
 			check("writes catching up after "+name, fmt.Sprintf("<= %d changed mirrors", f.Changed), fmt.Sprintf("%.0f", w), w <= float64(f.Changed))
 		}
+	}
+	if f.Own != nil {
+		f.Own.check(check)
 	}
 	if g := f.Goroutines; g != nil {
 		check("hub goroutines after the faults", fmt.Sprintf("<= %.0f (before) + 5", g["before"]), fmt.Sprintf("%.0f", g["after"]), g["after"] <= g["before"]+5)
@@ -268,5 +276,8 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 		return err
 	}
 	goroutines("after")
+	if f.Own, err = b.runOwnOutage(ctx, sick); err != nil {
+		return err
+	}
 	return b.agent.stop()
 }
