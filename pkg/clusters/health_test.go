@@ -120,6 +120,26 @@ func (l *requestLog) len() int {
 	return len(l.list)
 }
 
+// throughFaultProxy returns a fault proxy in front of c's API server, and
+// a config that reaches it through the proxy and records its requests.
+func throughFaultProxy(t *testing.T, c *fleettest.Cluster) (*fleettest.FaultProxy, *rest.Config, *requestLog) {
+	t.Helper()
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := fleettest.NewFaultProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Host = "https://" + proxy.Addr()
+	reqs := &requestLog{}
+	cfg.Wrap(reqs.wrap)
+	return proxy, cfg, reqs
+}
+
 // A cluster marked down is asked nothing: its watches wait for it to be
 // marked up (a watch that cannot connect has its health checked at once),
 // then all reconnect at once and resume from their resourceVersions (no
@@ -130,15 +150,7 @@ func TestWatchesFollowHealth(t *testing.T) {
 	g := NewWithT(t)
 	fleet, ctx := fleettest.APIServer(t)
 	k8s := fleet.Hub.Client
-	u, err := url.Parse(fleet.Hub.Config.Host)
-	g.Expect(err).NotTo(HaveOccurred())
-	proxy, err := fleettest.NewFaultProxy(u.Host)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(proxy.Close)
-	cfg := rest.CopyConfig(fleet.Hub.Config)
-	cfg.Host = "https://" + proxy.Addr()
-	reqs := &requestLog{}
-	cfg.Wrap(reqs.wrap)
+	proxy, cfg, reqs := throughFaultProxy(t, fleet.Hub)
 	var unanswered atomic.Int32
 	ev := &events{got: map[string][]string{}}
 	c, err := clusters.New(cfg, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByMember, Handler: ev,
@@ -187,15 +199,7 @@ func TestWatchesFollowHealth(t *testing.T) {
 func TestKindsObjectWatchFollowsHealth(t *testing.T) {
 	g := NewWithT(t)
 	fleet, ctx := fleettest.APIServer(t)
-	u, err := url.Parse(fleet.Hub.Config.Host)
-	g.Expect(err).NotTo(HaveOccurred())
-	proxy, err := fleettest.NewFaultProxy(u.Host)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(proxy.Close)
-	cfg := rest.CopyConfig(fleet.Hub.Config)
-	cfg.Host = "https://" + proxy.Addr()
-	reqs := &requestLog{}
-	cfg.Wrap(reqs.wrap)
+	proxy, cfg, reqs := throughFaultProxy(t, fleet.Hub)
 	c, err := clusters.New(cfg, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByHub, Handler: ignoreEvents{}})
 	g.Expect(err).NotTo(HaveOccurred())
 	cctx, cancel := context.WithCancel(ctx)
