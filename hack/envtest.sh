@@ -124,7 +124,9 @@ done
 stamped() {
 	case "$(basename "$1")" in
 	kube-apiserver) [[ "$("$1" --version 2>/dev/null)" == "Kubernetes v$KUBE_VERSION" ]] ;;
-	kubectl) "$1" version --client 2>/dev/null | grep -qx "Client Version: v$KUBE_VERSION" ;;
+	# Not piped into grep -q: with pipefail, kubectl killed by SIGPIPE
+	# once grep has its match would fail the check.
+	kubectl) grep -qx "Client Version: v$KUBE_VERSION" <<<"$("$1" version --client 2>/dev/null)" ;;
 	*) true ;;
 	esac
 }

@@ -125,6 +125,7 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.httpClient, c.transport = httpClient, transport
+	transport.down = c.unreachable
 	rawCfg := rest.CopyConfig(cfg)
 	// The raw client reads /readyz. The scheme of metav1 alone decodes
 	// the API server's errors (a Status); the kubernetes scheme would link
@@ -142,8 +143,18 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		c.watchTransport = wtransport
+		wtransport.down = c.unreachable
 	}
 	return c, nil
+}
+
+// unreachable is Unreachable as an error: nil while the cluster is not
+// marked down.
+func (c *Cluster) unreachable() error {
+	if down := c.Unreachable(); down != nil {
+		return down
+	}
+	return nil
 }
 
 // closingClient returns an HTTP client of its own for cfg (and the copy of
@@ -174,11 +185,14 @@ func (c *Cluster) HTTPClient() *http.Client { return c.httpClient }
 // through the cluster's connections and end with them.
 func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.config) }
 
-// Ping asks the API server whether it is ready.
+// Ping asks the API server whether it is ready; it is sent even while the
+// cluster is marked unreachable, to find out whether it is back.
 func (c *Cluster) Ping(ctx context.Context) error {
 	if c.raw == nil {
 		return fmt.Errorf("cluster %s: no client", c.opts.Name)
 	}
+	// The one request a cluster marked unreachable is sent (transport.go).
+	ctx = context.WithValue(ctx, probeKey{}, true)
 	return c.raw.Get().AbsPath("/readyz").Do(ctx).Error()
 }
 

@@ -200,7 +200,9 @@ func TestKindsObjectWatchFollowsHealth(t *testing.T) {
 	g := NewWithT(t)
 	fleet, ctx := fleettest.APIServer(t)
 	proxy, cfg, reqs := throughFaultProxy(t, fleet.Hub)
-	c, err := clusters.New(cfg, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByHub, Handler: ignoreEvents{}})
+	var unanswered atomic.Int32
+	c, err := clusters.New(cfg, clusters.Options{Name: "one", ManagedBy: annotations.ManagedByHub, Handler: ignoreEvents{},
+		WatchConnection: true, Unanswered: func() { unanswered.Add(1) }})
 	g.Expect(err).NotTo(HaveOccurred())
 	cctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(func() { cancel(); c.Close() })
@@ -227,7 +229,10 @@ func TestKindsObjectWatchFollowsHealth(t *testing.T) {
 		return hintWatches(0)
 	}, "10s", "50ms").ShouldNot(BeEmpty(), "the kinds object is watched")
 
+	// Cut: the watches' connections end and their next attempts fail, as
+	// the probe then notices.
 	proxy.Cut()
+	g.Eventually(unanswered.Load, "10s", "20ms").ShouldNot(BeZero(), "a watch that could not connect said nothing")
 	c.MarkDown("test: probe failed")
 	down := reqs.len()
 	// Long enough for a watch on a back-off of its own (1s, then 2s) to

@@ -39,6 +39,13 @@ var errClosed = errors.New("the cluster was closed")
 type closingTransport struct {
 	next  http.RoundTripper
 	conns *connrotation.ConnectionTracker // the connections next dials
+	// down, when set, returns why the cluster is marked unreachable, or
+	// nil. Meanwhile every request but the probe's is refused here: the
+	// watches wait for the probe (health), but client-go retries a watch
+	// or a read on its own, after a second, when its connection closed
+	// under it (Request.Watch and Stream, up to ten times), which would
+	// reach a cluster marked down behind their backs.
+	down func() error
 
 	mu       sync.Mutex
 	closed   bool
@@ -48,6 +55,11 @@ type closingTransport struct {
 var _ utilnet.RoundTripperWrapper = (*closingTransport)(nil)
 
 func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.down != nil && req.Context().Value(probeKey{}) == nil {
+		if err := t.down(); err != nil {
+			return nil, err
+		}
+	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -63,6 +75,10 @@ func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp.Body = &trackedBody{ReadCloser: resp.Body, done: sync.OnceFunc(t.done)}
 	return resp, nil
 }
+
+// probeKey marks the context of the probe's request, the one request sent
+// to a cluster marked unreachable.
+type probeKey struct{}
 
 // WrappedRoundTripper lets client-go's helpers see through the wrapper.
 func (t *closingTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
