@@ -38,7 +38,7 @@ type faults struct {
 	// was noticed).
 	CatchUpWrites map[string]float64 `json:"catchUpWrites"`
 	Changed       int                `json:"changedMirrors"`
-	// Own is the last phase: a member agent's own API server's outages.
+	// Own is the last phase: a member agent's own API server's outage.
 	Own *ownOutage `json:"memberOwnOutage,omitempty"`
 	// Goroutines and RSSMiB are the hub's before the faults, at the end of
 	// each fault, and at the end.

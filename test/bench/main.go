@@ -161,7 +161,7 @@ func run() int {
 	fs.BoolVar(&o.churnDelete, "churn-delete-mirrors", false, "hub-churn: delete the churned member's mirrors after each unregistration, so that each registration creates them anew.")
 	fs.DurationVar(&o.settle, "settle", 45*time.Second, "hub-churn, hub-fleet: how long the idle hub settles before its goroutines and memory are read (hub-churn: before and after the churn; hub-fleet: at each step of registrations). Over 30s: the HTTP/2 health check client-go turns on (ReadIdleTimeout 30s) keeps a closed connection's buffers referenced until its timer fires, so a shorter settle counts the last cycles' connections as growth.")
 	fs.DurationVar(&o.outage, "outage", time.Minute, "hub-faults: how long the sick member is cut off from the hub in the outage phase.")
-	fs.DurationVar(&o.memberOutage, "member-outage", 20*time.Second, "hub-faults: how long, in the last phase, a member agent in the sick member cannot reach its own API server (partitioned, then stopped and started again).")
+	fs.DurationVar(&o.memberOutage, "member-outage", 20*time.Second, "hub-faults: how long, in the last phase, a member agent in the sick member is partitioned from its own API server.")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Longest wait for one measured event (convergence, one update, ...).")
 	fs.BoolVar(&o.pprof, "pprof", false, "Start the agent with --pprof-bind-address on a free port (printed) to profile it during the run.")
 	fs.StringVar(&o.agentArgs, "agent-args", "", "Extra flags for the agent, space-separated, appended to the standard ones.")
