@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,10 +96,28 @@ func newCluster(name string, assets versionAssets, flags map[string]string) (*Cl
 	// Sandboxes without a default route leave kube-apiserver unable to pick
 	// an address to advertise; it serves on loopback anyway.
 	api.Configure().Set("advertise-address", "127.0.0.1")
+	if minorAtLeast(assets.version, 37) {
+		// kube-apiserver 1.37 refuses a loopback advertise address with its
+		// default endpoint reconciler, which keeps the endpoints of the
+		// kubernetes Service: a cluster of one API server on loopback has
+		// none to keep.
+		api.Configure().Set("endpoint-reconciler-type", "none")
+	}
 	for _, k := range slices.Sorted(maps.Keys(flags)) {
 		api.Configure().Set(k, flags[k])
 	}
 	return &Cluster{Name: name, Env: env, certDir: certDir, kubeVersion: assets.version}, nil
+}
+
+// minorAtLeast reports whether version (1.37, 1.37.2; "" is the default
+// release, left as it is) is of minor release minor or later.
+func minorAtLeast(version string, minor int) bool {
+	parts := strings.Split(version, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	m, err := strconv.Atoi(parts[1])
+	return err == nil && m >= minor
 }
 
 // orphanGuard returns a command that runs bin and is killed, with its

@@ -190,6 +190,9 @@ func newSharedCluster(name string, assets versionAssets, etcd *sharedEtcd, args 
 		Err:          out,
 	}
 	api.Configure().Set("advertise-address", "127.0.0.1")
+	if minorAtLeast(assets.version, 37) {
+		api.Configure().Set("endpoint-reconciler-type", "none") // as in newCluster
+	}
 	api.Configure().Set("etcd-prefix", etcdPrefixRoot+name)
 	for _, k := range slices.Sorted(maps.Keys(args)) {
 		api.Configure().Set(k, strings.ReplaceAll(args[k], "{cluster}", name))

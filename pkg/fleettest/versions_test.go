@@ -171,3 +171,16 @@ func TestKubeVersionsOnAPIServers(t *testing.T) {
 		t.Errorf("refused otherwise: %v", err)
 	}
 }
+
+func TestMinorAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    bool
+	}{
+		{"", false}, {"1.36", false}, {"1.36.3", false}, {"1.37", true}, {"1.37.2", true}, {"1.40", true}, {"1", false}, {"1.x", false},
+	} {
+		if got := minorAtLeast(tc.version, 37); got != tc.want {
+			t.Errorf("minorAtLeast(%q, 37) = %v, want %v", tc.version, got, tc.want)
+		}
+	}
+}
