@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrUnreachable is the cause of the calls a cluster refused or aborted
@@ -74,6 +76,66 @@ func (h *health) waitUp(ctx context.Context) bool {
 			return false
 		case <-back:
 		}
+	}
+}
+
+// retries spaces the attempts of one watch loop: each pause is longer than
+// the one before (its back-off, started afresh by reset), and it ends
+// early when the cluster is marked up again since the attempt began: the
+// probe saw it answer. Every watch loop of a cluster (watch, presence,
+// kinds hint) waits through it, so that none dials a cluster marked down.
+type retries struct {
+	health     *health // nil: the back-off alone
+	newBackoff func() wait.Backoff
+	backoff    wait.Backoff
+	// ups is health.ups when the attempt began; back is closed when the
+	// cluster is next marked up after that.
+	ups  uint64
+	back <-chan struct{}
+}
+
+func newRetries(h *health, newBackoff func() wait.Backoff) *retries {
+	return &retries{health: h, newBackoff: newBackoff, backoff: newBackoff()}
+}
+
+// begin starts an attempt: it waits while the cluster is marked down and
+// notes its health then. False when ctx ended meanwhile.
+func (r *retries) begin(ctx context.Context) bool {
+	if r.health == nil {
+		return true
+	}
+	if !r.health.waitUp(ctx) {
+		return false
+	}
+	r.ups, r.back, _ = r.health.state()
+	return true
+}
+
+// interrupted reports whether the cluster was marked down (and maybe up)
+// since the attempt began.
+func (r *retries) interrupted() bool {
+	if r.health == nil {
+		return false
+	}
+	ups, _, down := r.health.state()
+	return down || ups != r.ups
+}
+
+// reset starts the back-off afresh: an attempt lasted.
+func (r *retries) reset() { r.backoff = r.newBackoff() }
+
+// pause waits before the next attempt; false when ctx ended.
+func (r *retries) pause(ctx context.Context) bool {
+	t := time.NewTimer(r.backoff.Step())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-r.back:
+		r.reset()
+		return true
 	}
 }
 

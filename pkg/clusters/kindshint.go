@@ -325,34 +325,18 @@ func kindsHintOf(obj *unstructured.Unstructured) (*KindsHint, error) {
 func (h *kindsHintWatch) watch(ctx context.Context, c *Cluster, rv string, notify func(), invalid func(*Cluster, *unstructured.Unstructured, error)) {
 	res := c.dyn.Resource(configMapsGVR).Namespace(metav1.NamespaceAll)
 	sel := LabelMemberKinds + "=true"
-	backoff := retryBackoff()
-	var back <-chan struct{} // closed when the cluster is next marked up
-	// pause waits before a retry, as a presence's does: longer each time
-	// until a watch lasts, and no longer than until the cluster is marked
-	// up again.
-	pause := func() bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(backoff.Step()):
-			return true
-		case <-back:
-			backoff = retryBackoff()
-			return true
-		}
-	}
+	retry := newRetries(c.health, retryBackoff) // as a presence's
 	for ctx.Err() == nil {
 		// A cluster marked down is asked nothing but its probe.
-		if !c.health.waitUp(ctx) {
+		if !retry.begin(ctx) {
 			return
 		}
-		_, back, _ = c.health.state()
 		if rv == "" {
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			list, err := res.List(lctx, metav1.ListOptions{LabelSelector: sel})
 			cancel()
 			if err != nil {
-				if !pause() {
+				if !retry.pause(ctx) {
 					return
 				}
 				continue
@@ -366,7 +350,7 @@ func (h *kindsHintWatch) watch(ctx context.Context, c *Cluster, rv string, notif
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				rv = ""
 			}
-			if !pause() {
+			if !retry.pause(ctx) {
 				return
 			}
 			continue
@@ -375,8 +359,8 @@ func (h *kindsHintWatch) watch(ctx context.Context, c *Cluster, rv string, notif
 		rv = h.follow(ctx, c, w, rv, notify, invalid)
 		w.Stop()
 		if time.Since(opened) > time.Minute {
-			backoff = retryBackoff()
-		} else if !pause() {
+			retry.reset()
+		} else if !retry.pause(ctx) {
 			return
 		}
 	}

@@ -140,21 +140,7 @@ func retryBackoff() wait.Backoff {
 }
 
 func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceInterface, rvs []string, notify func()) {
-	backoff := retryBackoff()
-	var back <-chan struct{} // closed when the cluster is next marked up
-	// pause waits before a retry, longer each time until a watch lasts;
-	// it ends when the cluster is marked up again meanwhile.
-	pause := func() bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(backoff.Step()):
-			return true
-		case <-back:
-			backoff = retryBackoff()
-			return true
-		}
-	}
+	retry := newRetries(h, retryBackoff)
 	watches := make([]apiwatch.Interface, len(presenceSelectors))
 	opened := make([]time.Time, len(presenceSelectors))
 	defer func() {
@@ -165,10 +151,9 @@ func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceIn
 		}
 	}()
 	for ctx.Err() == nil {
-		if !h.waitUp(ctx) {
+		if !retry.begin(ctx) {
 			return
 		}
-		_, back, _ = h.state()
 		// (Re)open what is not open.
 		failed := false
 		for i, sel := range presenceSelectors {
@@ -199,7 +184,7 @@ func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceIn
 			watches[i], opened[i] = w, time.Now()
 		}
 		if failed {
-			if !pause() {
+			if !retry.pause(ctx) {
 				return
 			}
 			continue
@@ -228,8 +213,8 @@ func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceIn
 		}
 		watches[i] = nil
 		if time.Since(opened[i]) > time.Minute {
-			backoff = retryBackoff()
-		} else if !pause() {
+			retry.reset()
+		} else if !retry.pause(ctx) {
 			return
 		}
 	}

@@ -125,32 +125,12 @@ func (w *watch) run(ctx context.Context) {
 // loop lists and watches until ctx ends.
 func (w *watch) loop(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("watch", w.description)
-	backoff := newWatchBackoff()
-	var ups uint64           // the cluster's health.ups when the attempt began
-	var back <-chan struct{} // closed when the cluster is next marked up
-	// pause waits before a retry; it ends at once when the cluster is
-	// marked up again since the attempt began: the probe saw it answer.
-	pause := func() bool {
-		t := time.NewTimer(backoff.Step())
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		case <-back:
-			backoff = newWatchBackoff()
-			return true
-		}
-	}
+	retry := newRetries(w.health, newWatchBackoff)
 	rv := "" // where the next watch resumes; "" lists first
 	for ctx.Err() == nil {
 		// A cluster marked down is asked nothing but the probe.
-		if w.health != nil {
-			if !w.health.waitUp(ctx) {
-				return
-			}
-			ups, back, _ = w.health.state()
+		if !retry.begin(ctx) {
+			return
 		}
 		opts := metav1.ListOptions{
 			LabelSelector:       w.src.selector,
@@ -172,7 +152,7 @@ func (w *watch) loop(ctx context.Context) {
 				w.failed(err)
 				// Logged as a Reflector does: a refusal (RBAC) must show.
 				log.Info("Listing failed", "error", err.Error())
-				if !pause() {
+				if !retry.pause(ctx) {
 					return
 				}
 				continue
@@ -197,23 +177,21 @@ func (w *watch) loop(ctx context.Context) {
 				w.failed(err)
 				log.Info("Watching failed", "error", err.Error())
 			}
-			if !pause() {
+			if !retry.pause(ctx) {
 				return
 			}
 			continue
 		}
-		if w.health != nil {
-			if now, _, down := w.health.state(); down || now != ups {
-				// Marked down (and maybe up) while it opened: the stream
-				// may have dodged the closing of the connections. Start
-				// over from the same resourceVersion.
-				_ = body.Close()
-				continue
-			}
+		if retry.interrupted() {
+			// Marked down (and maybe up) while it opened: the stream may
+			// have dodged the closing of the connections. Start over from
+			// the same resourceVersion.
+			_ = body.Close()
+			continue
 		}
 		opened := time.Now()
 		w.lastEvent.Store(opened.UnixNano())
-		w.stream.Store(ups + 1)
+		w.stream.Store(retry.ups + 1)
 		next, events, err := w.consume(ctx, body, rv, initial)
 		w.stream.Store(0)
 		_ = body.Close()
@@ -231,10 +209,10 @@ func (w *watch) loop(ctx context.Context) {
 		// the API server's timeout or a watcher it closed: resume at once.
 		// One that keeps ending at once backs off.
 		if events > 0 || time.Since(opened) > healthyWatch {
-			backoff = newWatchBackoff()
+			retry.reset()
 			continue
 		}
-		if !pause() {
+		if !retry.pause(ctx) {
 			return
 		}
 	}
