@@ -25,10 +25,13 @@
 # (MATRIX_PACKAGES=./pkg/clusters).
 #
 # MATRIX_DEADLINE, when set, is a time (seconds since the epoch) by which
-# the matrix must be done (.ci/run sets it): a leg that would start too
-# close to it (MATRIX_LEG_MINUTES before, default 15) is not run and is
-# reported so, and go test's -timeout never goes past it. Legs not run do
-# not fail the matrix; failed legs do.
+# the matrix must be done (.ci/run sets it). A build of a version must end
+# MATRIX_LEG_MINUTES (default 15) before it, or it is stopped (timeout(1),
+# its whole process group; the cache keeps only finished binaries) and the
+# legs that need that version are not run. A leg that would start closer
+# to the deadline than MATRIX_LEG_MINUTES is not run either, and go test's
+# -timeout never goes past it. Legs not run are reported so and do not
+# fail the matrix; failed legs do.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -99,14 +102,33 @@ failed=0
 matrix_start=$(now)
 
 # The binaries of every version the legs need, built first: their build
-# time is not a leg's.
-declare -A assets=()
+# time is not a leg's. Under a deadline a build that would leave no time
+# for a leg is stopped; a build that fails otherwise fails the matrix.
+declare -A assets=() unbuilt=()
 for l in "${legs[@]}"; do
 	for v in $(leg_builds "$l"); do
-		[[ -n "${assets[$v]:-}" ]] && continue
+		[[ -n "${assets[$v]:-}" || -n "${unbuilt[$v]:-}" ]] && continue
 		start=$(now)
 		echo "matrix: Kubernetes $v: hack/envtest.sh $v"
-		if ! assets[$v]=$(hack/envtest.sh "$v"); then
+		build=(hack/envtest.sh "$v")
+		if [[ -n "$deadline" ]]; then
+			left=$((deadline - leg_minutes * 60 - start))
+			if ((left <= 0)); then
+				unbuilt[$v]=1
+				summary+=("$(printf '%-8s %-34s %-9s %s' build "Kubernetes $v" "NOT RUN" "(deadline)")")
+				continue
+			fi
+			build=(timeout "${left}s" "${build[@]}")
+		fi
+		status=0
+		assets[$v]=$("${build[@]}") || status=$?
+		if ((status == 124)); then
+			unset "assets[$v]"
+			unbuilt[$v]=1
+			echo "matrix: building Kubernetes $v stopped: no time left for a leg after it"
+			summary+=("$(printf '%-8s %-34s %-9s %s' build "Kubernetes $v" stopped "$(duration $(($(now) - start))) (deadline)")")
+			continue
+		elif ((status != 0)); then
 			echo "matrix: building Kubernetes $v failed" >&2
 			exit 1
 		fi
@@ -116,6 +138,15 @@ done
 
 for l in "${legs[@]}"; do
 	versions=$(leg_versions "$l")
+	missing=()
+	for v in $(leg_builds "$l"); do
+		[[ -n "${assets[$v]:-}" ]] || missing+=("$v")
+	done
+	if [[ ${#missing[@]} -gt 0 ]]; then
+		echo "matrix: leg $l ($versions) NOT RUN: Kubernetes ${missing[*]} not built in time"
+		summary+=("$(printf '%-8s %-34s %-9s %s' "$l" "$versions" "NOT RUN" "(not built)")")
+		continue
+	fi
 	if [[ -n "$deadline" ]] && (($(now) + leg_minutes * 60 > deadline)); then
 		echo "matrix: leg $l ($versions) NOT RUN: less than ${leg_minutes} minutes before the deadline"
 		summary+=("$(printf '%-8s %-34s %-9s %s' "$l" "$versions" "NOT RUN" "(deadline)")")

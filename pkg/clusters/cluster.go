@@ -105,11 +105,30 @@ type Cluster struct {
 	closed bool            // set by Close; no watch starts again
 }
 
+// kindWatch holds the watches of one kind in a cluster. Its watches are
+// not changed once it is in Cluster.kinds: narrowing or widening the kind
+// (WatchMirrors, Watch) puts another kindWatch in its place that shares the
+// mirrors' watch. Its cancel functions are used under Cluster.mu only.
 type kindWatch struct {
-	sources, mirrors *watch
-	// pulls are the pull mirrors of the kind (pull.go).
-	pulls  *watch
-	cancel context.CancelFunc
+	mirrors *watch
+	// sources, and pulls (the pull mirrors of the kind, pull.go), are nil
+	// while the kind is watched for our mirrors only.
+	sources, pulls *watch
+	// stopMirrors ends the mirrors' watch, stopRest the other two; both
+	// are set by run.
+	stopMirrors, stopRest context.CancelFunc
+}
+
+// mirrorsOnly reports whether the kind is watched for our mirrors only.
+func (w *kindWatch) mirrorsOnly() bool { return w.sources == nil }
+
+// stop ends every watch of the kind.
+func (w *kindWatch) stop() {
+	for _, cancel := range []context.CancelFunc{w.stopMirrors, w.stopRest} {
+		if cancel != nil {
+			cancel()
+		}
+	}
 }
 
 // New builds the clients of a cluster. All of them share one HTTP client,
@@ -204,9 +223,7 @@ func (c *Cluster) Close() {
 	c.closed = true
 	c.closePresencesLocked()
 	for gvk, w := range c.kinds {
-		if w.cancel != nil {
-			w.cancel()
-		}
+		w.stop()
 		delete(c.kinds, gvk)
 	}
 	c.mu.Unlock()
@@ -274,36 +291,98 @@ func (c *Cluster) Start(ctx context.Context) {
 	}
 }
 
-// Watch makes sure sources, mirrors and pull mirrors of gvk are watched.
-// It is cheap to call again for a kind already watched.
+// Watch makes sure sources, mirrors and pull mirrors of gvk are watched:
+// a kind watched for our mirrors only is widened. It is cheap to call
+// again for a kind watched whole.
 func (c *Cluster) Watch(gvk schema.GroupVersionKind) error {
-	if c.kind(gvk) != nil {
+	if w := c.kind(gvk); w != nil && !w.mirrorsOnly() {
 		return nil
 	}
-	w, err := c.newKindWatch(gvk)
+	mapping, err := c.namespacedMapping(gvk)
 	if err != nil {
 		return err
 	}
-	c.handle(gvk, w)
+	sources, pulls := c.sourceWatch(mapping.Resource), c.pullInformer(mapping.Resource)
+	c.handleSources(gvk, sources)
+	c.handlePulls(gvk, pulls)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return fmt.Errorf("cluster %s: closed", c.opts.Name)
 	}
-	if _, ok := c.kinds[gvk]; ok {
+	w, ok := c.kinds[gvk]
+	switch {
+	case ok && !w.mirrorsOnly():
 		return nil // another caller won the race
+	case ok:
+		w = &kindWatch{mirrors: w.mirrors, stopMirrors: w.stopMirrors, sources: sources, pulls: pulls}
+	default:
+		w = &kindWatch{mirrors: c.mirrorWatch(gvk, mapping.Resource), sources: sources, pulls: pulls}
 	}
+	c.publishLocked(gvk, w)
+	return nil
+}
+
+// WatchMirrors makes sure our mirrors of gvk are watched, and only they
+// where nothing else of the kind is known: a kind not watched yet gets the
+// mirrors' watch alone; one watched whole is narrowed to it once its
+// sources and pull mirrors have synced and there are none. It reports
+// whether the kind is watched for our mirrors only. The caller knows from
+// elsewhere (the member agent's kinds object) that c has no source and no
+// pull mirror of gvk: while narrowed, the cluster's new sources and pull
+// mirrors of gvk go unnoticed until Watch widens it again.
+func (c *Cluster) WatchMirrors(gvk schema.GroupVersionKind) (bool, error) {
+	if w := c.kind(gvk); w != nil {
+		if w.mirrorsOnly() {
+			return true, nil
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		w, ok := c.kinds[gvk]
+		if !ok || w.mirrorsOnly() || !w.sources.HasSynced() || !w.pulls.HasSynced() ||
+			len(w.sources.GetStore().ListKeys()) > 0 || len(w.pulls.GetStore().ListKeys()) > 0 {
+			return ok && w.mirrorsOnly(), nil
+		}
+		if w.stopRest != nil {
+			w.stopRest()
+		}
+		c.kinds[gvk] = &kindWatch{mirrors: w.mirrors, stopMirrors: w.stopMirrors}
+		return true, nil
+	}
+	mapping, err := c.namespacedMapping(gvk)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false, fmt.Errorf("cluster %s: closed", c.opts.Name)
+	}
+	if w, ok := c.kinds[gvk]; ok {
+		return w.mirrorsOnly(), nil // another caller won the race
+	}
+	c.publishLocked(gvk, &kindWatch{mirrors: c.mirrorWatch(gvk, mapping.Resource)})
+	return true, nil
+}
+
+// MirrorsOnly reports whether gvk is watched in c for our mirrors only.
+func (c *Cluster) MirrorsOnly(gvk schema.GroupVersionKind) bool {
+	w := c.kind(gvk)
+	return w != nil && w.mirrorsOnly()
+}
+
+// publishLocked puts w in c.kinds as gvk's watches and starts those of
+// them not running, if c runs; c.mu must be held.
+func (c *Cluster) publishLocked(gvk schema.GroupVersionKind, w *kindWatch) {
 	c.kinds[gvk] = w
 	c.stopPresenceLocked(gvk) // the watches see all it would
 	if c.ctx != nil {
 		w.run(c.ctx)
 	}
-	return nil
 }
 
-// newKindWatch builds the watches of gvk's sources, mirrors and pull
-// mirrors, without handlers and not started.
-func (c *Cluster) newKindWatch(gvk schema.GroupVersionKind) (*kindWatch, error) {
+// namespacedMapping resolves gvk, a namespaced kind.
+func (c *Cluster) namespacedMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	mapping, err := c.mapping(gvk)
 	if err != nil {
 		return nil, err
@@ -311,38 +390,44 @@ func (c *Cluster) newKindWatch(gvk schema.GroupVersionKind) (*kindWatch, error) 
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 		return nil, fmt.Errorf("cluster %s: kind %s is not namespaced", c.opts.Name, gvk)
 	}
-	sourceSel := labels.SelectorFromSet(labels.Set{annotations.LabelEnabled: "true"})
-	mirrorSel := labels.SelectorFromSet(labels.Set{annotations.LabelMirror: "true", annotations.LabelManagedBy: c.opts.ManagedBy})
-	return &kindWatch{
-		// Sources are kept whole (their content is copied) but for what
-		// stripMetadata drops. A mirror someone labelled as a source is
-		// listed too, so that the reconciler can refuse it out loud; there
-		// are none unless somebody tries, and then they are few.
-		sources: c.watch(mapping.Resource, sourceSel, nil, stripMetadata),
-		mirrors: c.watch(mapping.Resource, mirrorSel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror),
-		pulls:   c.pullInformer(mapping.Resource),
-	}, nil
+	return mapping, nil
 }
 
-// handle sends the events of w's watches to the cluster's Handler. Set on
-// watches that run already, it first gets an add event for every object
-// cached.
-func (c *Cluster) handle(gvk schema.GroupVersionKind, w *kindWatch) {
-	sourceEvents := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "sources")
-	mirrorEvents := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "mirrors")
-	w.sources.setHandler(func(obj any, deleted bool) {
-		sourceEvents.Inc()
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			c.opts.Handler.Source(c.opts.Name, gvk, u, deleted)
-		}
-	})
-	w.mirrors.setHandler(func(obj any, deleted bool) {
-		mirrorEvents.Inc()
+// sourceWatch builds the watch of gvr's sources, not started. Sources are
+// kept whole (their content is copied) but for what stripMetadata drops. A
+// mirror someone labelled as a source is listed too, so that the
+// reconciler can refuse it out loud; there are none unless somebody tries,
+// and then they are few.
+func (c *Cluster) sourceWatch(gvr schema.GroupVersionResource) *watch {
+	sel := labels.SelectorFromSet(labels.Set{annotations.LabelEnabled: "true"})
+	return c.watch(gvr, sel, nil, stripMetadata)
+}
+
+// mirrorWatch builds the watch of our mirrors of gvk, with its handler,
+// not started.
+func (c *Cluster) mirrorWatch(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource) *watch {
+	sel := labels.SelectorFromSet(labels.Set{annotations.LabelMirror: "true", annotations.LabelManagedBy: c.opts.ManagedBy})
+	w := c.watch(gvr, sel, cache.Indexers{IndexSource: indexBySource}, summarizeMirror)
+	events := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "mirrors")
+	w.setHandler(func(obj any, deleted bool) {
+		events.Inc()
 		if m, ok := obj.(*Mirror); ok {
 			c.opts.Handler.Mirror(c.opts.Name, gvk, m, deleted)
 		}
 	})
-	c.handlePulls(gvk, w)
+	return w
+}
+
+// handleSources sends the events of the sources' watch w to the cluster's
+// Handler.
+func (c *Cluster) handleSources(gvk schema.GroupVersionKind, w *watch) {
+	events := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "sources")
+	w.setHandler(func(obj any, deleted bool) {
+		events.Inc()
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			c.opts.Handler.Source(c.opts.Name, gvk, u, deleted)
+		}
+	})
 }
 
 // watchSettle is how long a resumed watch must bring no event to count as
@@ -362,7 +447,7 @@ func (c *Cluster) WatchesCurrent() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, w := range c.kinds {
-		for _, w := range []*watch{w.sources, w.mirrors, w.pulls} {
+		for _, w := range w.watches() {
 			if !w.current(ups, watchSettle) {
 				return false
 			}
@@ -384,9 +469,7 @@ func (c *Cluster) Unwatch(gvk schema.GroupVersionKind) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if w, ok := c.kinds[gvk]; ok {
-		if w.cancel != nil {
-			w.cancel()
-		}
+		w.stop()
 		delete(c.kinds, gvk)
 	}
 }
@@ -402,13 +485,29 @@ func (c *Cluster) Watched() []schema.GroupVersionKind {
 	return out
 }
 
-// run starts every watch of the kind under a context of its own, a
-// child of ctx, that w.cancel ends.
+// run starts the watches of the kind not running yet: the mirrors' under
+// a context of its own, a child of ctx that stopMirrors ends, and the
+// sources' and pull mirrors' under another that stopRest ends.
 func (w *kindWatch) run(ctx context.Context) {
-	ctx, w.cancel = context.WithCancel(ctx)
-	w.sources.run(ctx)
-	w.mirrors.run(ctx)
-	w.pulls.run(ctx)
+	if w.stopMirrors == nil {
+		var mctx context.Context
+		mctx, w.stopMirrors = context.WithCancel(ctx)
+		w.mirrors.run(mctx)
+	}
+	if !w.mirrorsOnly() && w.stopRest == nil {
+		var rctx context.Context
+		rctx, w.stopRest = context.WithCancel(ctx)
+		w.sources.run(rctx)
+		w.pulls.run(rctx)
+	}
+}
+
+// watches lists the kind's watches.
+func (w *kindWatch) watches() []*watch {
+	if w.mirrorsOnly() {
+		return []*watch{w.mirrors}
+	}
+	return []*watch{w.sources, w.mirrors, w.pulls}
 }
 
 // watch builds the label-selected watch of gvr's objects in every
@@ -503,7 +602,7 @@ func (c *Cluster) kind(gvk schema.GroupVersionKind) *kindWatch {
 // shared with the cache: never modify it.
 func (c *Cluster) Source(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
 	w := c.kind(gvk)
-	if w == nil {
+	if w == nil || w.mirrorsOnly() {
 		return nil, false
 	}
 	return get[*unstructured.Unstructured](w.sources.GetStore(), namespace+"/"+name)
@@ -512,7 +611,7 @@ func (c *Cluster) Source(gvk schema.GroupVersionKind, namespace, name string) (*
 // Sources returns every cached source of kind gvk. Shared with the cache.
 func (c *Cluster) Sources(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
 	w := c.kind(gvk)
-	if w == nil {
+	if w == nil || w.mirrorsOnly() {
 		return nil
 	}
 	return typed[*unstructured.Unstructured](w.sources.GetStore().List())
@@ -662,5 +761,10 @@ func (c *Cluster) KindSynced(gvk schema.GroupVersionKind) (synced, watched bool)
 
 // synced reports whether every watch of the kind has its initial list.
 func (w *kindWatch) synced() bool {
-	return w.sources.HasSynced() && w.mirrors.HasSynced() && w.pulls.HasSynced()
+	for _, w := range w.watches() {
+		if !w.HasSynced() {
+			return false
+		}
+	}
+	return true
 }

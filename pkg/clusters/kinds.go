@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
@@ -172,6 +173,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 		k.needed[gvk] = needed
 		k.mu.Unlock()
 	}
+	refs := referencedClusters{cs: cs}
 	for _, c := range cs {
 		for _, gvk := range c.Watched() {
 			k.mu.Lock()
@@ -187,19 +189,15 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 			k.mu.Lock()
 			need := k.needed[gvk]
 			k.mu.Unlock()
-			if !need || slices.Contains(c.Watched(), gvk) {
+			if !need {
 				continue
 			}
-			if err := c.Watch(gvk); err != nil {
+			if err := k.watch(ctx, c, gvk, refs); err != nil {
 				log.Info("Cannot watch kind", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
 				if !meta.IsNoMatchError(err) { // a kind c does not serve has nothing there
 					incomplete[c] = true
 				}
-				continue
 			}
-			log.Info("Watching kind", "cluster", c.Name(), "gvk", gvk.String())
-			metrics.WatchedKinds.WithLabelValues(c.Name(), metrics.KindLabel(gvk)).Set(1)
-			go k.announce(ctx, c, gvk)
 		}
 	}
 	k.mu.Lock()
@@ -218,6 +216,79 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	k.mu.Unlock()
 }
 
+// watch makes sure gvk is watched in c, whole or for our mirrors only
+// (WatchMirrors): for our mirrors only where c's member agent rules out
+// sources and pull mirrors of the kind and no mirror or pull mirror
+// anywhere refers to a source in c (refs), else whole. A kind newly
+// watched, or widened, is announced once synced.
+func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind, refs referencedClusters) error {
+	log := logf.FromContext(ctx).WithValues("cluster", c.Name(), "gvk", gvk.String())
+	watched, narrow := slices.Contains(c.Watched(), gvk), c.MirrorsOnly(gvk)
+	if k.opts.Lazy && k.rulesOut(ctx, c, gvk) && !refs.has(gvk, c.Name()) {
+		mirrorsOnly, err := c.WatchMirrors(gvk)
+		switch {
+		case err != nil:
+			return err
+		case !watched:
+			log.Info("Watching kind", "mirrorsOnly", mirrorsOnly)
+		case mirrorsOnly && !narrow:
+			// Nothing to announce: the caches lost nothing but empty
+			// ones.
+			log.Info("Watching kind for our mirrors only: the member agent's kinds object rules out its sources and pull mirrors")
+			return nil
+		default:
+			return nil
+		}
+	} else {
+		if watched && !narrow {
+			return nil
+		}
+		if err := c.Watch(gvk); err != nil {
+			return err
+		}
+		log.Info("Watching kind", "widened", watched)
+	}
+	metrics.WatchedKinds.WithLabelValues(c.Name(), metrics.KindLabel(gvk)).Set(1)
+	go k.announce(ctx, c, gvk)
+	return nil
+}
+
+// referencedClusters answers, for one pass, which clusters hold sources of
+// a kind that a mirror or pull mirror somewhere refers to: the hub keeps
+// watching such sources whatever a member agent says. Built per kind on
+// first use, from the caches.
+type referencedClusters struct {
+	cs    []*Cluster
+	kinds map[schema.GroupVersionKind]sets.Set[string]
+}
+
+// has reports whether a mirror or pull mirror of gvk in any cluster refers
+// to a source in the cluster named cluster.
+func (r *referencedClusters) has(gvk schema.GroupVersionKind, cluster string) bool {
+	if r.kinds == nil {
+		r.kinds = map[schema.GroupVersionKind]sets.Set[string]{}
+	}
+	refs, ok := r.kinds[gvk]
+	if !ok {
+		refs = sets.New[string]()
+		for _, d := range r.cs {
+			for _, m := range d.AllMirrors(gvk) {
+				if src, _, ok := strings.Cut(m.GetAnnotations()[annotations.AnnotationSource], "/"); ok {
+					refs.Insert(src)
+				}
+			}
+			for _, p := range d.Pulls(gvk) {
+				if ref, err := annotations.ParseMirrorFrom(p.GetAnnotations()[annotations.AnnotationMirrorFrom]); err == nil {
+					src, _, _ := strings.Cut(PullRef(d.Name(), ref), "/")
+					refs.Insert(src)
+				}
+			}
+		}
+		r.kinds[gvk] = refs
+	}
+	return refs.Has(cluster)
+}
+
 // Settled reports whether the last pass looked at c whole: its kinds were
 // discovered, each was found used or unused there (none left unknown
 // because c did not answer), and every kind needed is watched. Once c's
@@ -231,9 +302,6 @@ func (k *Kinds) Settled(c *Cluster) bool {
 
 // announce calls Synced once the kind's watches in c have synced.
 func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind) {
-	if k.opts.Synced == nil {
-		return
-	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -242,7 +310,15 @@ func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 			return
 		}
 		if synced {
-			k.opts.Synced(c, gvk)
+			if k.opts.Synced != nil {
+				k.opts.Synced(c, gvk)
+			}
+			if k.opts.Lazy && k.opts.MemberKinds {
+				// Its mirrors may refer to sources in clusters whose
+				// kind is watched for mirrors only: a pass widens those
+				// now rather than at the next ProbeInterval.
+				k.Trigger()
+			}
 			return
 		}
 		select {
@@ -266,10 +342,13 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 			continue
 		}
 		if synced, watched := c.KindSynced(gvk); watched {
-			if !synced {
+			switch {
+			case !synced:
 				unknown = true // its caches will say soon
-			} else if len(c.Sources(gvk)) > 0 || len(c.AllMirrors(gvk)) > 0 || len(c.Pulls(gvk)) > 0 {
+			case len(c.Sources(gvk)) > 0 || len(c.AllMirrors(gvk)) > 0 || len(c.Pulls(gvk)) > 0:
 				return true, false
+			case c.MirrorsOnly(gvk) && !k.rulesOut(ctx, c, gvk):
+				unknown = true // the kinds object no longer rules it out: the pass widens it
 			}
 			continue
 		}

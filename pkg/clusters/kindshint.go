@@ -427,12 +427,15 @@ func (k *Kinds) Coverage(c *Cluster) (covered, used []schema.GroupVersionKind, o
 	if !settled {
 		return nil, nil, false
 	}
-	watched := sets.New(c.Watched()...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, gvk := range candidates {
-		if watched.Has(gvk) {
-			covered, used = append(covered, gvk), append(used, gvk)
+		if w, ok := c.kinds[gvk]; ok {
+			// A kind watched for our mirrors only is not known whole:
+			// left out.
+			if !w.mirrorsOnly() {
+				covered, used = append(covered, gvk), append(used, gvk)
+			}
 			continue
 		}
 		if p, ok := c.presences[gvk]; ok && p.err == nil {

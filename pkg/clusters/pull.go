@@ -61,15 +61,15 @@ func PullRef(cluster string, ref annotations.MirrorFrom) string {
 	return cluster + "/" + ref.Namespace + "/" + ref.Name
 }
 
-// handlePulls sends the events of w's pull mirror watch to the Handler, if
+// handlePulls sends the events of the pull mirrors' watch w to the Handler, if
 // it takes them.
-func (c *Cluster) handlePulls(gvk schema.GroupVersionKind, w *kindWatch) {
+func (c *Cluster) handlePulls(gvk schema.GroupVersionKind, w *watch) {
 	h, ok := c.opts.Handler.(PullHandler)
 	if !ok {
 		return
 	}
 	events := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(gvk), c.opts.Name, "pulls")
-	w.pulls.setHandler(func(obj any, deleted bool) {
+	w.setHandler(func(obj any, deleted bool) {
 		events.Inc()
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			h.Pull(c.opts.Name, gvk, u, deleted)
@@ -81,7 +81,7 @@ func (c *Cluster) handlePulls(gvk schema.GroupVersionKind, w *kindWatch) {
 // with the cache: never modify it.
 func (c *Cluster) Pull(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
 	w := c.kind(gvk)
-	if w == nil {
+	if w == nil || w.mirrorsOnly() {
 		return nil, false
 	}
 	return get[*unstructured.Unstructured](w.pulls.GetStore(), namespace+"/"+name)
@@ -90,7 +90,7 @@ func (c *Cluster) Pull(gvk schema.GroupVersionKind, namespace, name string) (*un
 // Pulls returns every cached pull mirror of kind gvk. Shared with the cache.
 func (c *Cluster) Pulls(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
 	w := c.kind(gvk)
-	if w == nil {
+	if w == nil || w.mirrorsOnly() {
 		return nil
 	}
 	return typed[*unstructured.Unstructured](w.pulls.GetStore().List())
@@ -100,7 +100,7 @@ func (c *Cluster) Pulls(gvk schema.GroupVersionKind) []*unstructured.Unstructure
 // source sourceRef (cluster/namespace/name). Shared with the cache.
 func (c *Cluster) PullsOf(gvk schema.GroupVersionKind, sourceRef string) []*unstructured.Unstructured {
 	w := c.kind(gvk)
-	if w == nil {
+	if w == nil || w.mirrorsOnly() {
 		return nil
 	}
 	objs, _ := w.pulls.GetIndexer().ByIndex(IndexMirrorFrom, sourceRef)
@@ -111,7 +111,7 @@ func (c *Cluster) PullsOf(gvk schema.GroupVersionKind, sourceRef string) []*unst
 // with the cache.
 func (c *Cluster) PullsIn(gvk schema.GroupVersionKind, namespace string) []*unstructured.Unstructured {
 	w := c.kind(gvk)
-	if w == nil {
+	if w == nil || w.mirrorsOnly() {
 		return nil
 	}
 	objs, _ := w.pulls.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)

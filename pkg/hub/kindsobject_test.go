@@ -12,9 +12,12 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	fleetpkg "github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
@@ -22,10 +25,10 @@ import (
 )
 
 // startDiscoveryMember runs a member agent against c in discovery mode.
-func startDiscoveryMember(t *testing.T, c *fleettest.Cluster) func() {
+func startDiscoveryMember(t *testing.T, c *fleettest.Cluster, extraArgs ...string) func() {
 	t.Helper()
-	o, err := member.ParseOptions("--cluster-name="+c.Name, "--namespace="+systemNS,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--resync-period=0", "--lazy-probe-interval=300ms")
+	o, err := member.ParseOptions(append([]string{"--cluster-name=" + c.Name, "--namespace=" + systemNS,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--resync-period=0", "--lazy-probe-interval=300ms"}, extraArgs...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,16 +57,16 @@ func kindsObject(data map[string]string) *corev1.ConfigMap {
 		Labels: map[string]string{clusters.LabelMemberKinds: "true"}}, Data: data}
 }
 
-func TestMemberKindsObject(t *testing.T) {
+// hubThroughProxy stops the suite's hub (it watches two kinds; the caller
+// starts one that discovers them all) and registers member-b through a
+// proxy that lists the watches the hub opens there: the API server's own
+// metrics would count the member agent's and its own informers' too, which
+// come and go. The suite's hub and registration are back after the test.
+func hubThroughProxy(t *testing.T) *fleettest.RecordingProxy {
+	t.Helper()
 	g := NewWithT(t)
-	ctx := context.Background()
-	// The suite's hub watches two kinds; this one discovers them all.
 	hubAgent.stop()
 	t.Cleanup(func() { hubAgent = startHub() })
-
-	// The hub reaches member-b through a proxy that counts its open
-	// watches: the API server's own metrics would count the member
-	// agent's and its own informers' too, which come and go.
 	proxy, err := fleettest.NewRecordingProxy(memB)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(proxy.Close)
@@ -71,6 +74,26 @@ func TestMemberKindsObject(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(registerB(kubeconfig)).To(Succeed())
 	t.Cleanup(func() { g.Expect(registerB(nil)).To(Succeed()) })
+	return proxy
+}
+
+// count matches a list of watches by its length.
+func count(m types.GomegaMatcher) types.GomegaMatcher {
+	return WithTransform(func(open []string) int { return len(open) }, m)
+}
+
+// describing names a check and shows the watches that list lists when it
+// failed.
+func describing(list func() []string) func(what string) func() string {
+	return func(what string) func() string {
+		return func() string { return what + "; open now:\n" + strings.Join(list(), "\n") }
+	}
+}
+
+func TestMemberKindsObject(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	proxy := hubThroughProxy(t)
 	// Earlier tests leave Secret and ConfigMap sources and mirrors in
 	// member-b, and the hub rightly keeps watching what it sees there; the
 	// checks count the watches of every other kind, and the kinds object's.
@@ -81,13 +104,7 @@ func TestMemberKindsObject(t *testing.T) {
 				!strings.Contains(query, url.QueryEscape(clusters.LabelMemberKinds))
 		})
 	}
-	count := func(m types.GomegaMatcher) types.GomegaMatcher {
-		return WithTransform(func(open []string) int { return len(open) }, m)
-	}
-	// describe names a check and shows the watches open when it failed.
-	describe := func(what string) func() string {
-		return func() string { return what + "; open now:\n" + strings.Join(hubWatches(), "\n") }
-	}
+	describe := describing(hubWatches)
 
 	stopMember := startDiscoveryMember(t, memB)
 	cm := &corev1.ConfigMap{}
@@ -154,4 +171,101 @@ func TestMemberKindsObject(t *testing.T) {
 		obj.Data[clusters.MemberKindsCovered] += strings.Repeat("\nA.v1", 70<<10/5)
 	})
 	g.Consistently(hubWatches, time.Second, poll).Should(count(BeNumerically(">=", 20)), describe(fmt.Sprintf("an object over %d KiB", 64)))
+}
+
+// TestMirrorsOnlyWatch: in a cluster whose member agent rules a kind out,
+// the hub watches only its own mirrors of a kind the fleet mirrors, and
+// widens the watch when the cluster gets a source of it, or when a mirror
+// elsewhere refers to a source there whatever the kinds object says.
+func TestMirrorsOnlyWatch(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	proxy := hubThroughProxy(t)
+	// The hub's watches of LimitRanges in member-b, a kind no other test
+	// uses.
+	limitRanges := func() []string {
+		return slices.DeleteFunc(proxy.OpenWatches(), func(uri string) bool {
+			path, _, _ := strings.Cut(uri, "?")
+			return !strings.HasSuffix(path, "/limitranges")
+		})
+	}
+	describe := describing(limitRanges)
+	mirrorsOnly := And(count(Equal(1)), ContainElement(ContainSubstring(url.QueryEscape(annotations.LabelMirror+"=true"))))
+	stopMember := startDiscoveryMember(t, memB, "--watch-idle-timeout=1s")
+	g.Eventually(func() error { return memB.Client.Get(ctx, objKey(kindsObject(nil)), &corev1.ConfigMap{}) }, timeout, poll).
+		Should(Succeed(), "the member writes its kinds object")
+	h := startHub("--resource-types=", "--watch-idle-timeout=1s")
+	t.Cleanup(func() { h.stop() })
+
+	// A LimitRange of member-a mirrored into member-b: member-b gets the
+	// mirrors' watch alone.
+	limits := func(ns, name, targets string, max string) *corev1.LimitRange {
+		return &corev1.LimitRange{ObjectMeta: fleettest.SourceMeta(ns, name, targets),
+			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+				Max: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(max)}}}}}
+	}
+	maxOf := func(c *fleettest.Cluster, ns, name string) func() (string, error) {
+		return func() (string, error) {
+			lr := &corev1.LimitRange{}
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, lr); err != nil {
+				return "", err
+			}
+			return lr.Spec.Limits[0].Max.Memory().String(), nil
+		}
+	}
+	srcA, sharedB := srcAndShared(t, memA, memB)
+	fromA := limits(srcA, "from-a", memB.Name+"/"+sharedB, "1Gi")
+	g.Expect(memA.Client.Create(ctx, fromA)).To(Succeed())
+	g.Eventually(maxOf(memB, sharedB, "from-a"), timeout, poll).Should(Equal("1Gi"))
+	g.Eventually(limitRanges, timeout, poll).Should(mirrorsOnly, describe("member-b holds only mirrors of LimitRanges"))
+	g.Consistently(limitRanges, 2*time.Second, poll).Should(mirrorsOnly, describe("member-b holds only mirrors of LimitRanges"))
+
+	// The mirrors' watch is enough to correct drift.
+	mirror := &corev1.LimitRange{}
+	g.Expect(memB.Client.Get(ctx, client.ObjectKey{Namespace: sharedB, Name: "from-a"}, mirror)).To(Succeed())
+	change(t, memB, mirror, func() { mirror.Spec.Limits[0].Max[corev1.ResourceMemory] = resource.MustParse("5Gi") })
+	g.Eventually(maxOf(memB, sharedB, "from-a"), timeout, poll).Should(Equal("1Gi"), "drift corrected")
+
+	// A source in member-b: its member names the kind as used, the hub
+	// widens the watch and mirrors it within 2s.
+	srcB, sharedA := srcAndShared(t, memB, memA)
+	fromB := limits(srcB, "from-b", memA.Name+"/"+sharedA, "2Gi")
+	g.Expect(memB.Client.Create(ctx, fromB)).To(Succeed())
+	start := time.Now()
+	g.Eventually(maxOf(memA, sharedA, "from-b"), 2*time.Second, 20*time.Millisecond).Should(Equal("2Gi"), "mirrored within 2s")
+	t.Logf("A source of a kind watched for mirrors only was mirrored in %s", time.Since(start).Round(time.Millisecond))
+	g.Eventually(limitRanges, timeout, poll).Should(count(Equal(3)), describe("member-b has a source: sources, mirrors and pull mirrors watched"))
+
+	// It goes: the member rules the kind out again, and the hub narrows.
+	g.Expect(memB.Client.Delete(ctx, fromB)).To(Succeed())
+	fleettest.EventuallyGone(t, wait, memA, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: sharedA, Name: "from-b"}})
+	g.Eventually(limitRanges, timeout, poll).Should(mirrorsOnly, describe("member-b's source gone"))
+
+	// A kinds object that lies: it rules LimitRanges out while member-b
+	// holds a source mirrored into member-a. A hub started afresh keeps
+	// watching member-b's sources, because member-a's mirror refers to
+	// one, and serves it: an update is mirrored.
+	fromB = limits(srcB, "from-b", memA.Name+"/"+sharedA, "3Gi")
+	g.Expect(memB.Client.Create(ctx, fromB)).To(Succeed())
+	g.Eventually(maxOf(memA, sharedA, "from-b"), timeout, poll).Should(Equal("3Gi"))
+	cm := &corev1.ConfigMap{}
+	g.Expect(memB.Client.Get(ctx, objKey(kindsObject(nil)), cm)).To(Succeed())
+	stopMember()
+	g.Eventually(func() error { return memB.Client.Get(ctx, objKey(kindsObject(nil)), &corev1.ConfigMap{}) }, timeout, poll).ShouldNot(Succeed())
+	h.stop()
+	lie := kindsObject(map[string]string{clusters.MemberKindsCovered: cm.Data[clusters.MemberKindsCovered],
+		clusters.MemberKindsRenewedAt: time.Now().UTC().Format(time.RFC3339)})
+	g.Expect(strings.Split(lie.Data[clusters.MemberKindsCovered], "\n")).To(ContainElement("LimitRange.v1"))
+	g.Expect(memB.Client.Create(ctx, lie)).To(Succeed())
+	t.Cleanup(func() { _ = memB.Client.Delete(context.Background(), kindsObject(nil)) })
+	// With reviews a minute apart, the widening must not wait for one.
+	h = startHub("--resource-types=", "--watch-idle-timeout=1s", "--lazy-probe-interval=1m")
+	change(t, memB, fromB, func() { fromB.Spec.Limits[0].Max[corev1.ResourceMemory] = resource.MustParse("4Gi") })
+	g.Eventually(maxOf(memA, sharedA, "from-b"), timeout, poll).Should(Equal("4Gi"), "a source a mirror refers to is served")
+	g.Consistently(limitRanges, 2*time.Second, poll).Should(count(Equal(3)), describe("a source a mirror refers to is watched"))
+	g.Expect(maxOf(memA, sharedA, "from-b")()).To(Equal("4Gi"), "the mirror is kept")
+	g.Expect(memB.Client.Delete(ctx, fromB)).To(Succeed())
+	g.Expect(memA.Client.Delete(ctx, fromA)).To(Succeed())
+	fleettest.EventuallyGone(t, wait, memA, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: sharedA, Name: "from-b"}})
+	fleettest.EventuallyGone(t, wait, memB, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: sharedB, Name: "from-a"}})
 }
