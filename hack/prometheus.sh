@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prints a directory holding promtool and prometheus, built from the pinned
 # version with `go install` (one command, so both share the compiled
-# packages). make prom-check runs promtool from it; the federation test in
+# packages), without Prometheus' service discovery plugins (build tag
+# remove_all_sd): the federation test scrapes static targets, and the cloud
+# SDKs those plugins bring were most of the build. make prom-check runs promtool from it; the federation test in
 # test/e2e runs prometheus from it. They land in a per-user cache keyed by
 # version, so every clone on the same machine shares one build (about 6
 # minutes the first time on 2 cores). A FLEETMIRROR_PROMETHEUS_DIR that is
@@ -17,7 +19,7 @@ if [[ -n "${FLEETMIRROR_PROMETHEUS_DIR:-}" ]]; then
 fi
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/fleetmirror/prometheus"
-dir="$cache/$PROMETHEUS_VERSION"
+dir="$cache/$PROMETHEUS_VERSION-nosd"
 mkdir -p "$dir"
 
 # Test packages and make targets may call this at once: one builds, the
@@ -31,7 +33,7 @@ if [[ ! -x "$dir/promtool" || ! -x "$dir/prometheus" ]]; then
 	echo "building promtool and prometheus $PROMETHEUS_VERSION from source (first time only, several minutes)..." >&2
 	tmp=$(mktemp -d "$dir/.build.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
-	(cd "$tmp" && GOBIN="$tmp" go install \
+	(cd "$tmp" && GOBIN="$tmp" go install -tags remove_all_sd \
 		"github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" \
 		"github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION") >&2
 	mv "$tmp/promtool" "$tmp/prometheus" "$dir/"

@@ -173,7 +173,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 		k.needed[gvk] = needed
 		k.mu.Unlock()
 	}
-	refs := referencedClusters{cs: cs}
+	refs := &referencedClusters{cs: cs}
 	for _, c := range cs {
 		for _, gvk := range c.Watched() {
 			k.mu.Lock()
@@ -221,10 +221,10 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 // sources and pull mirrors of the kind and no mirror or pull mirror
 // anywhere refers to a source in c (refs), else whole. A kind newly
 // watched, or widened, is announced once synced.
-func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind, refs referencedClusters) error {
+func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind, refs *referencedClusters) error {
 	log := logf.FromContext(ctx).WithValues("cluster", c.Name(), "gvk", gvk.String())
 	watched, narrow := slices.Contains(c.Watched(), gvk), c.MirrorsOnly(gvk)
-	if k.opts.Lazy && k.rulesOut(ctx, c, gvk) && !refs.has(gvk, c.Name()) {
+	if k.narrows() && k.rulesOut(ctx, c, gvk) && !refs.has(gvk, c.Name()) {
 		mirrorsOnly, err := c.WatchMirrors(gvk)
 		switch {
 		case err != nil:
@@ -251,6 +251,15 @@ func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKi
 	metrics.WatchedKinds.WithLabelValues(c.Name(), metrics.KindLabel(gvk)).Set(1)
 	go k.announce(ctx, c, gvk)
 	return nil
+}
+
+// narrows reports whether kinds are ever watched for our mirrors only: in
+// discovery mode with lazy watches and member kinds objects. With explicit
+// kinds the operator chose what to watch, and the kinds objects are read
+// only for kinds not watched at all: a cluster without a member agent
+// would pay a watch of its kinds objects for nothing.
+func (k *Kinds) narrows() bool {
+	return k.opts.Lazy && k.opts.MemberKinds && len(k.opts.Explicit) == 0
 }
 
 // referencedClusters answers, for one pass, which clusters hold sources of
@@ -313,7 +322,7 @@ func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 			if k.opts.Synced != nil {
 				k.opts.Synced(c, gvk)
 			}
-			if k.opts.Lazy && k.opts.MemberKinds {
+			if k.narrows() {
 				// Its mirrors may refer to sources in clusters whose
 				// kind is watched for mirrors only: a pass widens those
 				// now rather than at the next ProbeInterval.
