@@ -4,10 +4,12 @@
 # `go install`, as bin/<tool>-<version>, with bin/<tool> linking to it.
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
+CONTROLLER_GEN_VERSION ?= v0.23.0
 
 BIN := $(CURDIR)/bin
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM := $(BIN)/helm-$(HELM_VERSION)
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
 IMAGE ?= fleetmirror:dev
 
@@ -173,6 +175,14 @@ $(GOLANGCI_LINT):
 
 $(HELM):
 	$(call go-install,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+
+$(CONTROLLER_GEN):
+	$(call go-install,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION))
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Regenerate the API types' deepcopy functions (pkg/apis) and their CRD (config/crd) with controller-gen
+	$(CONTROLLER_GEN) object paths=./pkg/apis/...
+	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd
 
 # go-install builds package $(2) at version $(3) into bin/$(1)-$(3) and
 # points bin/$(1) at it, once whoever asks first (hack/go-install.sh holds a

@@ -111,19 +111,34 @@ func (r *Request) Active() bool { return r.Enabled && r.Sync }
 
 // Parse reads the fleetmirror labels and annotations of a source object.
 func Parse(objLabels, objAnnotations map[string]string) Request {
+	return ParseAs(objLabels, objAnnotations, nil)
+}
+
+// ParseAs is Parse for values that come from elsewhere under the
+// annotations' keys (a MirrorPolicy's spec, pkg/policy): names gives the
+// name a key has there, and each problem says that name instead of the key.
+// One parser reads both, so a policy means exactly what the same
+// annotations mean.
+func ParseAs(objLabels, objAnnotations, names map[string]string) Request {
+	name := func(key string) string {
+		if n, ok := names[key]; ok {
+			return n
+		}
+		return key
+	}
 	r := Request{
 		Enabled: objLabels[LabelEnabled] == "true",
 		Sync:    objAnnotations[AnnotationSync] == "true",
 	}
 	if v, ok := objAnnotations[AnnotationSync]; ok && v != "true" && v != "false" {
-		r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is neither \"true\" nor \"false\"; mirroring is off", AnnotationSync, v))
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is neither \"true\" nor \"false\"; mirroring is off", name(AnnotationSync), v))
 	}
-	local, remote, problems := parseEntries(AnnotationTargetNamespaces, objAnnotations[AnnotationTargetNamespaces], "ignored", parseNamespacePattern)
+	local, remote, problems := parseEntries(name(AnnotationTargetNamespaces), objAnnotations[AnnotationTargetNamespaces], "ignored", parseNamespacePattern)
 	r.Local, r.Remote, r.Problems = local, remote, append(r.Problems, problems...)
 	if v, ok := objAnnotations[AnnotationMaxTargets]; ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
-			r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is not a positive whole number; ignored", AnnotationMaxTargets, v))
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is not a positive whole number; ignored", name(AnnotationMaxTargets), v))
 		} else {
 			r.MaxTargets = n
 		}
@@ -132,13 +147,13 @@ func Parse(objLabels, objAnnotations map[string]string) Request {
 		sel, err := labels.Parse(v)
 		if err != nil {
 			// An unparsable selector must not widen the reach: select nothing.
-			r.Problems = append(r.Problems, fmt.Sprintf("%s: %v; no remote cluster is targeted", AnnotationTargetClusterSelector, err))
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %v; no remote cluster is targeted", name(AnnotationTargetClusterSelector), err))
 			sel = labels.Nothing()
 		}
 		r.ClusterSelector = sel
 	}
 	if v, ok := objAnnotations[AnnotationTargetNamespaceSelector]; ok {
-		r.NamespaceSelector = r.parseNamespaceSelector(v)
+		r.NamespaceSelector = r.parseNamespaceSelector(v, name)
 	}
 	if text, ok := objAnnotations[AnnotationTransform]; ok {
 		// Rules may not write our own keys: they prove who owns a mirror.
@@ -155,14 +170,14 @@ func Parse(objLabels, objAnnotations map[string]string) Request {
 // parseNamespaceSelector parses AnnotationTargetNamespaceSelector. A
 // selector that does not parse, or an empty one, selects nothing: the
 // empty selector would select every namespace, and a typo must not.
-func (r *Request) parseNamespaceSelector(v string) labels.Selector {
+func (r *Request) parseNamespaceSelector(v string, name func(string) string) labels.Selector {
 	sel, err := labels.Parse(v)
 	switch {
 	case err != nil:
-		r.Problems = append(r.Problems, fmt.Sprintf("%s: %v; no namespace is selected", AnnotationTargetNamespaceSelector, err))
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %v; no namespace is selected", name(AnnotationTargetNamespaceSelector), err))
 	case sel.Empty():
 		r.Problems = append(r.Problems, fmt.Sprintf("%s: empty, which would select every namespace; no namespace is selected (write %s: %s to mean every namespace)",
-			AnnotationTargetNamespaceSelector, AnnotationTargetNamespaces, KeywordAll))
+			name(AnnotationTargetNamespaceSelector), name(AnnotationTargetNamespaces), KeywordAll))
 	default:
 		return sel
 	}

@@ -1,0 +1,159 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MirrorPolicy mirrors objects of its own namespace that cannot carry the
+// fleetmirror annotations (another controller owns their metadata). Its
+// fields mean exactly what the annotations of the same names mean on an
+// annotated source (docs/annotations.md): a policy is another way to ask for
+// the same mirrors. Whoever may create a MirrorPolicy in a namespace may
+// copy that namespace's objects out of it; a policy cannot name objects of
+// another namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mirrorpol,categories=fleetmirror
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.source.kind`
+// +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sources`
+// +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.targetsSynced`
+// +kubebuilder:printcolumn:name="Conflicts",type=integer,JSONPath=`.status.conflicts`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MirrorPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec MirrorPolicySpec `json:"spec"`
+	// +optional
+	Status MirrorPolicyStatus `json:"status,omitempty"`
+}
+
+// MirrorPolicySpec says which objects are mirrored and where.
+type MirrorPolicySpec struct {
+	// Source names the objects to mirror: of one kind, in the policy's
+	// namespace.
+	Source PolicySource `json:"source"`
+
+	// TargetNamespaces lists where the mirrors go, one entry each, as
+	// fleetmirror.io/target-namespaces does: a namespace, a glob (app-*),
+	// all, all-labeled, or CLUSTER/NAMESPACE (either part a glob) through
+	// the hub.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:Pattern=`^[^,\s]+$`
+	TargetNamespaces []string `json:"targetNamespaces,omitempty"`
+
+	// TargetNamespaceSelector is a label selector (env=prod,team in
+	// (a,b)) over namespace labels, as fleetmirror.io/target-namespace-selector:
+	// the namespaces it selects are targets too, under the same consent
+	// rules. Empty selects nothing; write targetNamespaces: [all] for
+	// every namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	TargetNamespaceSelector *string `json:"targetNamespaceSelector,omitempty"`
+
+	// TargetClusterSelector is a label selector over the hub's registered
+	// clusters, as fleetmirror.io/target-cluster-selector: it limits where
+	// CLUSTER/NAMESPACE entries reach.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	TargetClusterSelector *string `json:"targetClusterSelector,omitempty"`
+
+	// MaxTargets lowers the agent's --max-targets for each source of the
+	// policy, as fleetmirror.io/max-targets.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTargets *int32 `json:"maxTargets,omitempty"`
+
+	// Transform holds the rules that change each mirror, in the YAML of
+	// fleetmirror.io/transform.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Transform string `json:"transform,omitempty"`
+
+	// TransformStrict skips a target for which any rule fails, as
+	// fleetmirror.io/transform-strict.
+	// +optional
+	TransformStrict bool `json:"transformStrict,omitempty"`
+}
+
+// PolicySource names the objects of a policy: by name or by label, never
+// both.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.names) != has(self.selector)",message="set exactly one of names and selector"
+type PolicySource struct {
+	// APIVersion of the kind: v1, or GROUP/VERSION.
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=317
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the objects, such as Secret.
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]{0,62}$`
+	Kind string `json:"kind"`
+
+	// Names of the objects.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Names []string `json:"names,omitempty"`
+
+	// Selector selects the objects by label. It must select something:
+	// an empty selector would take every object of the kind.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="an empty selector would select every object of the kind; name what it selects"
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// MirrorPolicyStatus is what the agent last made of the policy.
+type MirrorPolicyStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready (every source mirrored where asked) and Degraded
+	// (something refused or failing; its reason and message say what).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Sources counts the objects the policy names that exist.
+	// +optional
+	Sources int32 `json:"sources,omitempty"`
+
+	// TargetsSynced counts the mirrors that are current.
+	// +optional
+	TargetsSynced int32 `json:"targetsSynced,omitempty"`
+
+	// Conflicts counts the targets refused because an object that is not
+	// our mirror holds the name there.
+	// +optional
+	Conflicts int32 `json:"conflicts,omitempty"`
+}
+
+// MirrorPolicyList is a list of MirrorPolicies.
+//
+// +kubebuilder:object:root=true
+type MirrorPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MirrorPolicy `json:"items"`
+}
+
+// Condition types and reasons of a MirrorPolicy.
+const (
+	ConditionReady    = "Ready"
+	ConditionDegraded = "Degraded"
+)
+
+func init() {
+	SchemeBuilder.Register(&MirrorPolicy{}, &MirrorPolicyList{})
+}
