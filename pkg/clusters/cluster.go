@@ -647,6 +647,21 @@ func (c *Cluster) AllMirrors(gvk schema.GroupVersionKind) []*Mirror {
 	return typed[*Mirror](w.mirrors.GetStore().List())
 }
 
+// sourceRefs returns the source references (cluster/namespace/name) that
+// c's cached mirrors and pull mirrors of gvk refer to, from the indexes
+// their caches keep.
+func (c *Cluster) sourceRefs(gvk schema.GroupVersionKind) []string {
+	w := c.kind(gvk)
+	if w == nil {
+		return nil
+	}
+	refs := w.mirrors.GetIndexer().ListIndexFuncValues(IndexSource)
+	if !w.mirrorsOnly() {
+		refs = append(refs, w.pulls.GetIndexer().ListIndexFuncValues(IndexMirrorFrom)...)
+	}
+	return refs
+}
+
 // Namespaces returns the cached namespaces. Shared with the cache.
 func (c *Cluster) Namespaces() []*metav1.PartialObjectMetadata {
 	items := c.namespaces.GetStore().List()

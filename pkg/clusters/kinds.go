@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
@@ -223,22 +222,22 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 // watched, or widened, is announced once synced.
 func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind, refs *referencedClusters) error {
 	log := logf.FromContext(ctx).WithValues("cluster", c.Name(), "gvk", gvk.String())
-	watched, narrow := slices.Contains(c.Watched(), gvk), c.MirrorsOnly(gvk)
+	w := c.kind(gvk)
+	watched, narrow := w != nil, w != nil && w.mirrorsOnly()
 	if k.narrows() && k.rulesOut(ctx, c, gvk) && !refs.has(gvk, c.Name()) {
 		mirrorsOnly, err := c.WatchMirrors(gvk)
-		switch {
-		case err != nil:
+		if err != nil {
 			return err
-		case !watched:
-			log.Info("Watching kind", "mirrorsOnly", mirrorsOnly)
-		case mirrorsOnly && !narrow:
-			// Nothing to announce: the caches lost nothing but empty
-			// ones.
-			log.Info("Watching kind for our mirrors only: the member agent's kinds object rules out its sources and pull mirrors")
-			return nil
-		default:
+		}
+		if watched {
+			// Narrowing announces nothing: the caches lost nothing but
+			// empty ones.
+			if mirrorsOnly && !narrow {
+				log.Info("Watching kind for our mirrors only: the member agent's kinds object rules out its sources and pull mirrors")
+			}
 			return nil
 		}
+		log.Info("Watching kind", "mirrorsOnly", mirrorsOnly)
 	} else {
 		if watched && !narrow {
 			return nil
@@ -281,14 +280,8 @@ func (r *referencedClusters) has(gvk schema.GroupVersionKind, cluster string) bo
 	if !ok {
 		refs = sets.New[string]()
 		for _, d := range r.cs {
-			for _, m := range d.AllMirrors(gvk) {
-				if src, _, ok := strings.Cut(m.GetAnnotations()[annotations.AnnotationSource], "/"); ok {
-					refs.Insert(src)
-				}
-			}
-			for _, p := range d.Pulls(gvk) {
-				if ref, err := annotations.ParseMirrorFrom(p.GetAnnotations()[annotations.AnnotationMirrorFrom]); err == nil {
-					src, _, _ := strings.Cut(PullRef(d.Name(), ref), "/")
+			for _, ref := range d.sourceRefs(gvk) {
+				if src, _, ok := strings.Cut(ref, "/"); ok {
 					refs.Insert(src)
 				}
 			}
