@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/version"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -110,14 +110,10 @@ func newCluster(name string, assets versionAssets, flags map[string]string) (*Cl
 }
 
 // minorAtLeast reports whether version (1.37, 1.37.2; "" is the default
-// release, left as it is) is of minor release minor or later.
-func minorAtLeast(version string, minor int) bool {
-	parts := strings.Split(version, ".")
-	if len(parts) < 2 {
-		return false
-	}
-	m, err := strconv.Atoi(parts[1])
-	return err == nil && m >= minor
+// release, left as it is) is of release 1.minor or later.
+func minorAtLeast(v string, minor uint) bool {
+	parsed, err := version.ParseGeneric(v)
+	return err == nil && parsed.AtLeast(version.MajorMinor(1, minor))
 }
 
 // orphanGuard returns a command that runs bin and is killed, with its
