@@ -84,7 +84,7 @@ func clusterRoleRules(t *testing.T, ms Manifests, suffix string) []rbacv1.Policy
 
 // TestClusterRoleIsExactlyTheResourceTypes checks the agent's ClusterRole in
 // both charts: the kinds of config.resourceTypes, namespaces read, events
-// write, and nothing else.
+// write, the member's MirrorPolicies, and nothing else.
 func TestClusterRoleIsExactlyTheResourceTypes(t *testing.T) {
 	for _, c := range charts {
 		for _, tc := range rbacCases {
@@ -98,11 +98,12 @@ func TestClusterRoleIsExactlyTheResourceTypes(t *testing.T) {
 				}
 				ms := render(t, c.dir, vals)
 				got := clusterRoleRules(t, ms, "fleetmirror-"+c.dir)
-				if want := slices.Concat(tc.want, commonRules); !reflect.DeepEqual(got, want) {
+				if want := slices.Concat(tc.want, agentRules(c.dir)); !reflect.DeepEqual(got, want) {
 					t.Errorf("ClusterRole rules\n got %+v\nwant %+v", got, want)
 				}
-				if len(ms.Kinds("ClusterRole")) != 1 {
-					t.Errorf("want one ClusterRole, got %v", ms.Kinds("ClusterRole"))
+				// Besides the users' MirrorPolicy roles (TestMirrorPolicyRolesAggregate).
+				if agents := slices.DeleteFunc(ms.Kinds("ClusterRole"), isPolicyRole); len(agents) != 1 {
+					t.Errorf("want one ClusterRole for the agent, got %v", Manifests(agents).names())
 				}
 
 				var crb rbacv1.ClusterRoleBinding
@@ -167,14 +168,18 @@ func TestUnknownPluralFails(t *testing.T) {
 // ClusterRole labelled into it with Secrets and ConfigMaps, and nothing
 // granted on every resource.
 func TestDiscoveryModeAggregates(t *testing.T) {
-	type role struct{ name, label string }
+	type role struct {
+		name, label string
+		rules       []rbacv1.PolicyRule // after the kind rules
+	}
 	for _, c := range charts {
 		full := releaseName + "-fleetmirror-" + c.dir
-		roles := []role{{full, "fleetmirror.io/aggregate-to-" + full}}
+		roles := []role{{full, "fleetmirror.io/aggregate-to-" + full, agentRules(c.dir)}}
 		vals := values("config.resourceTypes", []any{})
 		if c.dir == "member" {
 			set(vals, "hubAccess.enabled", true)
-			roles = append(roles, role{full + "-hub", "fleetmirror.io/aggregate-to-" + full + "-hub"})
+			// The hub's identity serves no MirrorPolicies.
+			roles = append(roles, role{full + "-hub", "fleetmirror.io/aggregate-to-" + full + "-hub", commonRules})
 		}
 		ms := render(t, c.dir, vals)
 		for _, r := range roles {
@@ -189,7 +194,7 @@ func TestDiscoveryModeAggregates(t *testing.T) {
 				if base.Labels[r.label] != "true" || base.AggregationRule != nil {
 					t.Errorf("ClusterRole %s-base is not aggregated into %s: labels %v", r.name, r.name, base.Labels)
 				}
-				if want := slices.Concat([]rbacv1.PolicyRule{kindRule("", "configmaps", "secrets")}, commonRules); !reflect.DeepEqual(base.Rules, want) {
+				if want := slices.Concat([]rbacv1.PolicyRule{kindRule("", "configmaps", "secrets")}, r.rules); !reflect.DeepEqual(base.Rules, want) {
 					t.Errorf("ClusterRole %s-base rules\n got %+v\nwant %+v", r.name, base.Rules, want)
 				}
 				var crb rbacv1.ClusterRoleBinding
@@ -203,15 +208,20 @@ func TestDiscoveryModeAggregates(t *testing.T) {
 }
 
 // TestNoDangerousGrants renders both charts in both modes, every optional
-// role included, and fails on any rule that grants a subresource, a
-// wildcard, or the verbs that raise privileges (escalate, bind,
+// role included, and fails on any rule that grants a subresource (but the
+// status and finalizers of our own MirrorPolicies, which the member agent
+// writes), a wildcard, or the verbs that raise privileges (escalate, bind,
 // impersonate).
 func TestNoDangerousGrants(t *testing.T) {
+	ours := []string{"mirrorpolicies/status", "mirrorpolicies/finalizers"}
 	for _, c := range charts {
 		for mode, types := range map[string]any{"explicit": []any{"Secret.v1", "ConfigMap.v1", "Ingress.v1.networking.k8s.io"}, "discovery": []any{}} {
 			vals := values("config.resourceTypes", types, "replicaCount", 2, "podDisruptionBudget.enabled", true)
 			roleRules(t, c.dir, vals, func(o Object, rule rbacv1.PolicyRule) {
-				bad := slices.ContainsFunc(rule.Resources, func(s string) bool { return strings.Contains(s, "/") || s == "*" }) ||
+				subresource := func(s string) bool {
+					return s == "*" || strings.Contains(s, "/") && !(slices.Equal(rule.APIGroups, []string{"fleetmirror.io"}) && slices.Contains(ours, s))
+				}
+				bad := slices.ContainsFunc(rule.Resources, subresource) ||
 					slices.Contains(rule.APIGroups, "*") || len(rule.NonResourceURLs) > 0 ||
 					slices.ContainsFunc(rule.Verbs, func(v string) bool { return v == "*" || v == "escalate" || v == "bind" || v == "impersonate" })
 				if bad {

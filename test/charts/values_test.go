@@ -51,6 +51,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 	}{
 		{"hub value in the member", values("config.clusterSecretsNamespace", "x"), "clusterSecretsNamespace"},
 		{"typo in hubAccess", values("hubAccess.enable", true), "enable"},
+		{"wrong type: MirrorPolicy roles switch", values("rbac.aggregateClusterRoles", "yes"), "aggregateClusterRoles"},
 	}
 	for _, c := range charts {
 		all := slices.Clone(cases)

@@ -150,7 +150,8 @@ func TestNamespaceDeletion(t *testing.T) {
 }
 
 // TestMemberUninstall checks that helm uninstall leaves no finalizer and,
-// by default, no mirror, and that a source namespace can be deleted after.
+// by default, no mirror, and that a source namespace can be deleted after;
+// the CRD the chart installed is left.
 func TestMemberUninstall(t *testing.T) {
 	RegisterTestingT(t)
 	cs := node(t)
@@ -167,6 +168,9 @@ func TestMemberUninstall(t *testing.T) {
 	Expect(fleetmirrorFinalizers(t, cs)).To(BeEmpty(), out)
 	Expect(mirrors(t, cs)).To(BeEmpty(), out)
 	Expect(hookLeftovers(t, cs, ns)).To(BeEmpty())
+	// The MirrorPolicy CRD stays, by Helm's rule for a chart's crds/:
+	// deleting it would delete every MirrorPolicy of the cluster with it.
+	kubectl(t, "get", "customresourcedefinition", "mirrorpolicies.fleetmirror.io")
 	deleteNamespace(t, cs, "fmu-src")
 	namespaceGone(t, cs, "fmu-src", 2*time.Minute)
 }

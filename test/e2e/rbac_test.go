@@ -220,6 +220,13 @@ func TestChartsRBAC(t *testing.T) {
 			id.expectAllowed(t, mirroring("")...)
 			id.expectAllowed(t, leaderElection(systemNS, memberDeploy[c.Name].leaseName)...)
 			id.expectDenied(t, otherLeases(systemNS)...)
+			id.expectAllowed(t, servingPolicies...)
+			id.expectDenied(t, writingPolicies...)
+		}
+		// Only the member agent serves MirrorPolicies.
+		hubSA.expectDenied(t, servingPolicies...)
+		for _, m := range []*fleettest.Cluster{ma, mb} {
+			hubAccess[m.Name].expectDenied(t, servingPolicies...)
 		}
 		hubSA.expectAllowed(t, mirroring("")...)
 		hubSA.expectAllowed(t, leaderElection(systemNS, hubDeploy.leaseName)...)
@@ -314,6 +321,28 @@ func mirroring(ns string) []access {
 		access{verb: "create", resource: "events", namespace: "default"},
 		access{verb: "patch", resource: "events", namespace: "default"},
 	)
+}
+
+// servingPolicies is what the member agent needs to serve MirrorPolicies in
+// every namespace: read them, set its finalizer, write their status.
+var servingPolicies = []access{
+	{verb: "get", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default", name: "anything"},
+	{verb: "list", group: "fleetmirror.io", resource: "mirrorpolicies"},
+	{verb: "watch", group: "fleetmirror.io", resource: "mirrorpolicies"},
+	{verb: "patch", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default", name: "anything"},
+	{verb: "update", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default", name: "anything"},
+	{verb: "get", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "status", namespace: "default", name: "anything"},
+	{verb: "patch", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "status", namespace: "default", name: "anything"},
+	{verb: "update", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "status", namespace: "default", name: "anything"},
+	{verb: "update", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "finalizers", namespace: "default", name: "anything"},
+}
+
+// writingPolicies is what only a policy's authors do: the agent never
+// creates or deletes a MirrorPolicy.
+var writingPolicies = []access{
+	{verb: "create", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default"},
+	{verb: "delete", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default", name: "anything"},
+	{verb: "deletecollection", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default"},
 }
 
 // leaderElection is what an agent electing its leader with Lease name in ns needs.

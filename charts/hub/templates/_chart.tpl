@@ -59,6 +59,11 @@ replicas gone for good).
 {{- toJson $roles }}
 {{- end }}
 
+{{/* ClusterRole rules only the hub has (none): a YAML list. */}}
+{{- define "fleetmirror.chartClusterRules" -}}
+[]
+{{- end }}
+
 {{/* Flags only the hub has: a JSON list. */}}
 {{- define "fleetmirror.chartArgs" -}}
 {{- $c := .Values.config }}

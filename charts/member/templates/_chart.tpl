@@ -39,6 +39,24 @@ would be read as a cluster registration.
 {{- toJson (list (dict "suffix" "kinds-object" "namespace" .Release.Namespace "rules" (trim $kinds))) }}
 {{- end }}
 
+{{/*
+ClusterRole rules only the member's agent has (and so its uninstall hook),
+as a YAML list, before rbac.extraRules: MirrorPolicies in every namespace
+read and updated, never created or deleted (their authors do that), their
+status written and their finalizer set.
+*/}}
+{{- define "fleetmirror.chartClusterRules" -}}
+- apiGroups: ["fleetmirror.io"]
+  resources: ["mirrorpolicies"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["fleetmirror.io"]
+  resources: ["mirrorpolicies/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["fleetmirror.io"]
+  resources: ["mirrorpolicies/finalizers"]
+  verbs: ["update"]
+{{- end }}
+
 {{/* Flags only the member has (none): a JSON list. */}}
 {{- define "fleetmirror.chartArgs" -}}
 []

@@ -361,6 +361,15 @@ never share a label.
 {{- end }}
 
 {{/*
+Rules of the agent's ClusterRole (and its uninstall hook's) after the
+mirroring ones, as a YAML list: the chart's own
+(fleetmirror.chartClusterRules), then rbac.extraRules.
+*/}}
+{{- define "fleetmirror.agentExtraRules" -}}
+{{- toYaml (concat (include "fleetmirror.chartClusterRules" . | fromYamlArray) (default (list) .Values.rbac.extraRules)) }}
+{{- end }}
+
+{{/*
 The ClusterRoles of an identity that mirrors kinds in a cluster: dict with
 "root" (the chart's context), "name", "component" (label, may be empty),
 "types" (Kind.version[.group] list; empty means the agent discovers kinds),
