@@ -59,6 +59,8 @@ type Writer struct {
 	// KindsObject keeps, while leading, the member's kinds object in
 	// --namespace (kindsobject.go), and deletes it on uninstall.
 	KindsObject bool
+	// Policies serves the MirrorPolicies of the writer's clusters.
+	Policies bool
 	// MemberKinds reads the member kinds object of every cluster and
 	// watches there only the kinds it names as used (clusters.KindOptions).
 	MemberKinds bool
@@ -138,6 +140,7 @@ func Run(ctx context.Context, o Options, w Writer) error {
 func (o *Options) kindOptions(w Writer) clusters.KindOptions {
 	ko := o.KindOptions()
 	ko.MemberKinds = w.MemberKinds
+	ko.Policies = w.Policies
 	return ko
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
@@ -42,6 +43,7 @@ type ignoreEvents struct{}
 func (ignoreEvents) Source(string, schema.GroupVersionKind, *unstructured.Unstructured, bool) {}
 func (ignoreEvents) Mirror(string, schema.GroupVersionKind, *clusters.Mirror, bool)           {}
 func (ignoreEvents) Namespace(string, *metav1.PartialObjectMetadata)                          {}
+func (ignoreEvents) Policy(string, *v1alpha1.MirrorPolicy, bool)                              {}
 
 // startCluster connects to the test API server as the apply stage sees
 // it: a clusters.Cluster whose Secret watch runs and has synced. It

@@ -13,6 +13,7 @@ import (
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
@@ -41,6 +43,9 @@ type Handler interface {
 	Mirror(cluster string, gvk schema.GroupVersionKind, obj *Mirror, deleted bool)
 	// Namespace is called when a namespace is added, changed or deleted.
 	Namespace(cluster string, ns *metav1.PartialObjectMetadata)
+	// Policy is called when a MirrorPolicy is added, changed or deleted
+	// (WatchPolicies).
+	Policy(cluster string, p *v1alpha1.MirrorPolicy, deleted bool)
 }
 
 // Options configure a Cluster.
@@ -100,9 +105,14 @@ type Cluster struct {
 	// presences notice the first source of kinds not watched (presence.go).
 	presences map[schema.GroupVersionKind]*presence
 	// hint follows the member agent's kinds object (kindshint.go).
-	hint   *kindsHintWatch
-	ctx    context.Context // set by Start; parent of every watch
-	closed bool            // set by Close; no watch starts again
+	hint *kindsHintWatch
+	// policies watches the MirrorPolicies, once WatchPolicies started it;
+	// selected holds each policy's watches of its sources, by PolicyID
+	// (policies.go).
+	policies *watch
+	selected map[string]*policyWatch
+	ctx      context.Context // set by Start; parent of every watch
+	closed   bool            // set by Close; no watch starts again
 }
 
 // kindWatch holds the watches of one kind in a cluster. Its watches are
@@ -222,6 +232,7 @@ func (c *Cluster) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.closePresencesLocked()
+	c.closePoliciesLocked()
 	for gvk, w := range c.kinds {
 		w.stop()
 		delete(c.kinds, gvk)
@@ -264,6 +275,7 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		discovery: disco,
 		kinds:     map[schema.GroupVersionKind]*kindWatch{},
 		presences: map[schema.GroupVersionKind]*presence{},
+		selected:  map[string]*policyWatch{},
 		health:    newHealth(),
 		inFlight:  metrics.CallsInFlight.WithLabelValues(opts.Name),
 	}
@@ -288,6 +300,12 @@ func (c *Cluster) Start(ctx context.Context) {
 	c.namespaces.run(ctx)
 	for _, w := range c.kinds {
 		w.run(c.ctx)
+	}
+	if c.policies != nil {
+		c.policies.run(ctx)
+	}
+	for _, pw := range c.selected {
+		pw.run(ctx)
 	}
 }
 
@@ -533,7 +551,13 @@ const acceptMetadataJSON = "application/json;as=PartialObjectMetadata;g=meta.k8s
 // is what spares it client-go's decoding goroutine; its errors are the
 // REST client's.
 func (c *Cluster) watchSource(gvr schema.GroupVersionResource, sel labels.Selector, asMetadata bool) watchSource {
-	path := resourcePath(gvr, "", "")
+	return c.watchSourceIn(gvr, "", sel, fields.Everything(), asMetadata)
+}
+
+// watchSourceIn is watchSource for the objects in namespace ns (all with
+// ""), also matching the field selector fsel.
+func (c *Cluster) watchSourceIn(gvr schema.GroupVersionResource, ns string, sel labels.Selector, fsel fields.Selector, asMetadata bool) watchSource {
+	path := resourcePath(gvr, ns, "")
 	accept, next := "application/json", nextUnstructured
 	if asMetadata {
 		accept, next = acceptMetadataJSON, nextMetadata
@@ -542,9 +566,9 @@ func (c *Cluster) watchSource(gvr schema.GroupVersionResource, sel labels.Select
 		var l runtime.Object
 		var err error
 		if asMetadata {
-			l, err = c.md.Resource(gvr).List(ctx, o)
+			l, err = c.md.Resource(gvr).Namespace(ns).List(ctx, o)
 		} else {
-			l, err = c.dyn.Resource(gvr).List(ctx, o)
+			l, err = c.dyn.Resource(gvr).Namespace(ns).List(ctx, o)
 		}
 		if err != nil {
 			return nil, "", err
@@ -563,9 +587,10 @@ func (c *Cluster) watchSource(gvr schema.GroupVersionResource, sel labels.Select
 				SpecificallyVersionedParams(&o, parameterCodec, versionV1).
 				Stream(ctx)
 		},
-		list:     list,
-		next:     next,
-		selector: sel.String(),
+		list:          list,
+		next:          next,
+		selector:      sel.String(),
+		fieldSelector: fsel.String(),
 	}
 }
 
@@ -598,23 +623,42 @@ func (c *Cluster) kind(gvk schema.GroupVersionKind) *kindWatch {
 	return c.kinds[gvk]
 }
 
-// Source returns the cached source namespace/name of kind gvk. The object is
-// shared with the cache: never modify it.
+// Source returns the cached source namespace/name of kind gvk: labelled
+// as a source, or else named by a MirrorPolicy (PoliciesNaming). The
+// object is shared with the cache: never modify it.
 func (c *Cluster) Source(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
 	w := c.kind(gvk)
 	if w == nil || w.mirrorsOnly() {
 		return nil, false
 	}
-	return get[*unstructured.Unstructured](w.sources.GetStore(), namespace+"/"+name)
+	if u, ok := get[*unstructured.Unstructured](w.sources.GetStore(), namespace+"/"+name); ok {
+		return u, true
+	}
+	return c.policySource(gvk, namespace, name)
 }
 
-// Sources returns every cached source of kind gvk. Shared with the cache.
+// Sources returns every cached source of kind gvk, labelled or named by a
+// MirrorPolicy, once each. Shared with the cache.
 func (c *Cluster) Sources(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
 	w := c.kind(gvk)
 	if w == nil || w.mirrorsOnly() {
 		return nil
 	}
-	return typed[*unstructured.Unstructured](w.sources.GetStore().List())
+	labelled := typed[*unstructured.Unstructured](w.sources.GetStore().List())
+	named := c.policySources(gvk)
+	if len(named) == 0 {
+		return labelled
+	}
+	seen := make(map[string]bool, len(labelled))
+	for _, u := range labelled {
+		seen[u.GetNamespace()+"/"+u.GetName()] = true
+	}
+	for _, u := range named {
+		if !seen[u.GetNamespace()+"/"+u.GetName()] {
+			labelled = append(labelled, u)
+		}
+	}
+	return labelled
 }
 
 // Mirror returns our cached mirror namespace/name of kind gvk. Shared with
@@ -771,7 +815,7 @@ func (c *Cluster) KindSynced(gvk schema.GroupVersionKind) (synced, watched bool)
 	if w == nil {
 		return false, false
 	}
-	return w.synced(), true
+	return w.synced() && c.policySourcesSynced(gvk), true
 }
 
 // synced reports whether every watch of the kind has its initial list.

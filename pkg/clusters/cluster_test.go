@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
@@ -48,6 +49,7 @@ func (e *events) Mirror(_ string, _ schema.GroupVersionKind, o *clusters.Mirror,
 func (e *events) Namespace(_ string, ns *metav1.PartialObjectMetadata) {
 	e.add("namespaces", ns.GetName(), false)
 }
+func (*events) Policy(string, *v1alpha1.MirrorPolicy, bool) {}
 
 func (e *events) Pull(_ string, _ schema.GroupVersionKind, o *unstructured.Unstructured, deleted bool) {
 	e.add("pulls", o.GetName(), deleted)

@@ -70,6 +70,10 @@ type KindOptions struct {
 	MemberKinds bool
 	// InvalidKindsObject, when set, is told of each invalid kinds object.
 	InvalidKindsObject func(c *Cluster, obj *unstructured.Unstructured, err error)
+	// Policies watches each cluster's MirrorPolicies where the cluster
+	// serves them (WatchPolicies, asked again every pass), and counts a
+	// kind a policy names as used.
+	Policies bool
 }
 
 // Kinds starts and stops the kind watches of a set of clusters. A kind is
@@ -138,6 +142,11 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	// are settled.
 	failed, incomplete := map[*Cluster]bool{}, map[*Cluster]bool{}
 	for _, c := range cs {
+		if k.opts.Policies {
+			if _, err := c.WatchPolicies(ctx); err != nil {
+				log.V(1).Info("Cannot watch MirrorPolicies", "cluster", c.Name(), "error", err.Error())
+			}
+		}
 		kinds, err := k.candidates(ctx, c)
 		if err != nil {
 			log.V(1).Info("Discovery failed", "cluster", c.Name(), "error", err.Error())
@@ -339,6 +348,9 @@ func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 // Clusters whose probe fails are added to failed and skipped while in it.
 func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersionKind, failed map[*Cluster]bool) (used, unknown bool) {
 	for _, c := range cs {
+		if c.PolicyKinds().Has(gvk) {
+			return true, false // named by a policy: its sources are not labelled
+		}
 		if failed[c] || c.Unreachable() != nil {
 			unknown = true
 			continue

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
@@ -23,6 +24,7 @@ type ignoreEvents struct{}
 func (ignoreEvents) Source(string, schema.GroupVersionKind, *unstructured.Unstructured, bool) {}
 func (ignoreEvents) Mirror(string, schema.GroupVersionKind, *clusters.Mirror, bool)           {}
 func (ignoreEvents) Namespace(string, *metav1.PartialObjectMetadata)                          {}
+func (ignoreEvents) Policy(string, *v1alpha1.MirrorPolicy, bool)                              {}
 
 // refusedAddress returns a loopback address nothing listens on.
 func refusedAddress(t *testing.T) string {

@@ -75,8 +75,9 @@ type watchSource struct {
 	list func(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, string, error)
 	// next decodes the next event of a stream (see nextUnstructured).
 	next func(dec sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
-	// selector is the label selector of every request.
-	selector string
+	// selector is the label selector of every request, fieldSelector its
+	// field selector.
+	selector, fieldSelector string
 }
 
 // Timing of a watch, as client-go's Reflector has it: a watch request asks
@@ -134,6 +135,7 @@ func (w *watch) loop(ctx context.Context) {
 		}
 		opts := metav1.ListOptions{
 			LabelSelector:       w.src.selector,
+			FieldSelector:       w.src.fieldSelector,
 			AllowWatchBookmarks: true,
 			// Spreads reconnections; no secret depends on it.
 			TimeoutSeconds: ptr.To(int64(minWatchTimeout.Seconds() * (1 + rand.Float64()))), //nolint:gosec // see above
@@ -248,7 +250,7 @@ func resumeFailed(err error) bool {
 // list LISTs the collection into the store, as Replace does, and returns
 // the list's resourceVersion to watch from.
 func (w *watch) list(ctx context.Context) (string, error) {
-	items, rv, err := w.src.list(ctx, metav1.ListOptions{LabelSelector: w.src.selector})
+	items, rv, err := w.src.list(ctx, metav1.ListOptions{LabelSelector: w.src.selector, FieldSelector: w.src.fieldSelector})
 	if err != nil {
 		return "", err
 	}

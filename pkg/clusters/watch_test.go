@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 )
 
 func nsObject(name, rv string) *metav1.PartialObjectMetadata {
@@ -418,6 +420,7 @@ type nopHandler struct{}
 func (nopHandler) Source(string, schema.GroupVersionKind, *unstructured.Unstructured, bool) {}
 func (nopHandler) Mirror(string, schema.GroupVersionKind, *Mirror, bool)                    {}
 func (nopHandler) Namespace(string, *metav1.PartialObjectMetadata)                          {}
+func (nopHandler) Policy(string, *v1alpha1.MirrorPolicy, bool)                              {}
 
 // With Options.WatchConnection the watch streams go over a connection of
 // their own and the writes over the other; without it, over one.

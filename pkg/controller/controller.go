@@ -123,5 +123,7 @@ func newPipeline(o Options) (*Reconciler, *eventSource) {
 		// name is no longer registered or reaches the same cluster.
 		r.Applier.Renamed = func(from, to string) bool { return !o.Fleet.Registered(from) || o.Fleet.SameCluster(from, to) }
 	}
-	return r, &eventSource{reconciler: r, fleet: o.Fleet, crossCluster: o.Scope == ScopeRemote}
+	events := &eventSource{reconciler: r, fleet: o.Fleet, crossCluster: o.Scope == ScopeRemote}
+	r.enqueue = events.add
+	return r, events
 }

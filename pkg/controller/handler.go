@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 )
@@ -81,6 +82,12 @@ func (e *eventSource) Namespace(cluster string, ns *metav1.PartialObjectMetadata
 		}
 	}
 	e.enqueuePullsIn(cluster, ns.GetName())
+}
+
+// Policy enqueues a changed MirrorPolicy; its reconcile enqueues its
+// sources when what it asks for changed.
+func (e *eventSource) Policy(cluster string, p *v1alpha1.MirrorPolicy, _ bool) {
+	e.add(policyKey(cluster, clusters.PolicyID(p.Namespace, p.Name)))
 }
 
 // KindSynced is called when the watches of a kind newly watched in c have
@@ -184,6 +191,9 @@ func (e *eventSource) Up(c *clusters.Cluster) {
 // kind whose caches have synced there; a kind still syncing is looked at
 // when it has (KindSynced).
 func (e *eventSource) sweep(c *clusters.Cluster) {
+	for _, p := range c.Policies() {
+		e.add(policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name)))
+	}
 	for _, gvk := range c.Watched() {
 		if synced, _ := c.KindSynced(gvk); !synced {
 			continue

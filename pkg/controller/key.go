@@ -7,20 +7,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Key is one work queue item: a source object in a cluster, or with Pull
-// a pull mirror (pull.go).
+// Key is one work queue item: a source object in a cluster, with Pull a
+// pull mirror (pull.go), with Policy a MirrorPolicy (policies.go).
 type Key struct {
 	Cluster   string
 	GVK       schema.GroupVersionKind
 	Namespace string
 	Name      string
 	Pull      bool
+	// Policy marks a MirrorPolicy (policies.go).
+	Policy bool
 }
 
 func (k Key) String() string {
 	s := fmt.Sprintf("%s/%s/%s/%s", k.Cluster, k.GVK.Kind, k.Namespace, k.Name)
 	if k.Pull {
 		s = "pull:" + s
+	}
+	if k.Policy {
+		s = "policy:" + s
 	}
 	return s
 }

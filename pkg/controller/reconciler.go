@@ -23,6 +23,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
@@ -55,6 +56,12 @@ type Reconciler struct {
 	// made on first use.
 	refusals     *rate.Limiter
 	refusalsOnce sync.Once
+
+	// policies is what is remembered of MirrorPolicies (policies.go).
+	policies policies
+	// enqueue adds a work queue item: a policy's sources, a source's
+	// policies.
+	enqueue func(Key)
 }
 
 // retryStale is how soon a source is looked at again when the cache is
@@ -80,8 +87,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
-	if key.Pull {
+	switch {
+	case key.Pull:
 		return r.reconcilePull(ctx, key)
+	case key.Policy:
+		return r.reconcilePolicy(ctx, key)
 	}
 	log := logf.FromContext(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name)
 	ctx = logf.IntoContext(ctx, log)
@@ -110,11 +120,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	if desired.IsMirror(src.GetLabels()) {
 		return r.refuseMirror(ctx, c, key, src, ref)
 	}
-	req := annotations.Parse(src.GetLabels(), src.GetAnnotations())
-	// The tools whose proven copies are adopted (pkg/peers imports
-	// annotations, so Parse cannot read this key itself).
-	adopt, adoptProblems := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
-	req.Problems = append(req.Problems, adoptProblems...)
+	req, adopt, via := r.request(c, key, src)
 	if refusal := desired.Refusal(key.GVK, src); refusal != "" {
 		r.warnIf(c, src, ReasonSourceRefused, true, "Not mirrored: %s", refusal)
 		req.Sync = false
@@ -130,7 +136,11 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		if plan.Ignored != "" {
 			r.warnIf(c, src, ReasonSourceRefused, true, "%s", plan.Ignored)
 		}
-		return r.removeAll(ctx, c, key, src, ref)
+		res, err := r.removeAll(ctx, c, key, src, ref)
+		if via != nil && err == nil {
+			r.servedOutcome(c, key, via, summary{}, plan.Ignored)
+		}
+		return res, err
 	}
 
 	// 3. Fetch the source from the API server when asked to: the cache may
@@ -143,9 +153,11 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 			return Result{RequeueAfter: retryStale}, err
 		}
 		src = fresh
-		freshReq := annotations.Parse(src.GetLabels(), src.GetAnnotations())
-		req.Transform, req.TransformErr = freshReq.Transform, freshReq.TransformErr
-		adopt, _ = peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
+		if via == nil { // a policy's rules are not the source's to change
+			freshReq := annotations.Parse(src.GetLabels(), src.GetAnnotations())
+			req.Transform, req.TransformErr = freshReq.Transform, freshReq.TransformErr
+			adopt, _ = peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
+		}
 	}
 
 	// 4. Report what the annotations got wrong or could not reach. Invalid
@@ -156,6 +168,9 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		metrics.TransformErrors.WithLabelValues(metrics.KindLabel(key.GVK)).Inc()
 	}
 	if req.TransformErr != nil {
+		if via != nil {
+			r.servedOutcome(c, key, via, summary{}, "spec.transform: "+req.TransformErr.Error())
+		}
 		// Done until the source changes: fixing the rules is an update
 		// event. Not a reconcile.TerminalError, which would change the
 		// retries: controller-runtime (v0.24, reconcileHandler) does not
@@ -171,9 +186,10 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	// 5. Hold the finalizer before the first mirror exists. meta follows
 	// our writes to the source, so that the status write below starts
 	// from the finalizer write and does not conflict with it. In a read-only
-	// cluster the replica that serves it holds it.
+	// cluster the replica that serves it holds it. A source named by a
+	// policy is not ours to write: its policy holds the finalizer.
 	var meta metav1.Object = src
-	if !r.readOnly(c) && !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
+	if via == nil && !r.readOnly(c) && !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
 		var err error
 		if meta, err = r.patchSource(ctx, c, key, src, true, nil); err != nil {
 			return Result{}, ignoreNotFound(err)
@@ -199,8 +215,9 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	}
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, plan.Covered))
 
-	// 7. Report once: events on change, the status annotation, the outcome.
-	return r.finish(ctx, c, key, src, meta, plan, sum)
+	// 7. Report once: events on change, the status annotation (or the
+	// policy's status), the outcome.
+	return r.finish(ctx, c, key, src, meta, plan, sum, via)
 }
 
 // sourceClusterGone handles a source whose cluster left the fleet (only
@@ -300,11 +317,14 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 	if err != nil {
 		return Result{}, err
 	}
-	if live != nil && live.GetDeletionTimestamp() == nil && live.GetLabels()[annotations.LabelEnabled] == "true" {
-		// Enabled and alive: our cache has not seen it yet. Its add event
-		// will come; do not touch its mirrors meanwhile.
+	if live != nil && live.GetDeletionTimestamp() == nil &&
+		(live.GetLabels()[annotations.LabelEnabled] == "true" || !c.PoliciesSynced() || policyNames(c, key, live)) {
+		// Enabled, or named by a policy, and alive: our cache has not
+		// seen it yet. Its add event will come; do not touch its mirrors
+		// meanwhile.
 		return Result{RequeueAfter: retryStale}, nil
 	}
+	r.forgetOutcomes(key.Cluster, key)
 	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
 	if err := sum.err(); err != nil {
 		return Result{}, err
@@ -428,7 +448,7 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 // finish reports the outcome of a reconcile and says when to come back.
 // meta is the source's metadata as this reconcile last wrote it (src's
 // when it wrote nothing).
-func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary) (Result, error) {
+func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary, via *v1alpha1.MirrorPolicy) (Result, error) {
 	line := statusLine(plan, sum, r.opts.Scope == ScopeRemote)
 	if len(sum.errors) > 0 && r.breaker.open(key) {
 		line += "; retries backing off"
@@ -454,7 +474,9 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 	r.warnIf(c, src, ReasonNotInShard, len(plan.Elsewhere) > 0 && !plan.ReadEverywhere,
 		"Not mirrored to %s: another replica of the sharded hub serves them and does not read cluster %s; a source in a member cluster reaches only the clusters of its own shard (docs/federation.md)",
 		joinLimited(plan.Elsewhere), key.Cluster)
-	if r.opts.WriteStatus && plan.Pending == 0 && !r.readOnly(c) {
+	if via != nil {
+		r.servedOutcome(c, key, via, sum, "")
+	} else if r.opts.WriteStatus && plan.Pending == 0 && !r.readOnly(c) {
 		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
 			return Result{}, ignoreNotFound(err)
 		}

@@ -685,6 +685,10 @@ func (f *Fleet) kindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
 	}
 }
 
+// KindsChanged asks for a pass of the kind watches now: what policies
+// name changed.
+func (f *Fleet) KindsChanged() { f.kinds.Trigger() }
+
 // Cluster returns the engaged cluster named name, or nil.
 func (f *Fleet) Cluster(name string) *clusters.Cluster {
 	f.mu.RLock()

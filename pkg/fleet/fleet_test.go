@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
@@ -60,6 +61,7 @@ func (j *journal) read() []string {
 func (j *journal) Source(string, schema.GroupVersionKind, *unstructured.Unstructured, bool) {}
 func (j *journal) Mirror(string, schema.GroupVersionKind, *clusters.Mirror, bool)           {}
 func (j *journal) Namespace(string, *metav1.PartialObjectMetadata)                          {}
+func (*journal) Policy(string, *v1alpha1.MirrorPolicy, bool)                                {}
 func (j *journal) Up(c *clusters.Cluster)                                                   { j.add("up %s", c.Name()) }
 func (j *journal) Down(c *clusters.Cluster)                                                 { j.add("down %s", c.Name()) }
 func (j *journal) Left(name string, gone bool)                                              { j.add("left %s gone=%v", name, gone) }

@@ -46,5 +46,6 @@ func Run(ctx context.Context, o Options) error {
 		Metrics:       fleet.Metrics{Up: metrics.ClusterUp},
 		// The hub reads it to watch only the kinds used here.
 		KindsObject: true,
+		Policies:    true,
 	})
 }

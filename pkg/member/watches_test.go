@@ -32,6 +32,13 @@ func TestListsAndWatchesAreFiltered(t *testing.T) {
 		if collection.MatchString(r.URL.Path) {
 			kinds++
 			sel := r.URL.Query().Get("labelSelector")
+			if strings.Contains(r.URL.Path, "/namespaces/") {
+				// The sources of a MirrorPolicy: in its namespace, by
+				// name or by the policy's own selector.
+				g.Expect(strings.HasPrefix(r.URL.Query().Get("fieldSelector"), "metadata.name=") || sel != "").To(BeTrue(),
+					"unfiltered list or watch in a namespace: GET %s", r.URL.RequestURI())
+				continue
+			}
 			// Sources select on the enabled label alone: a mirror that
 			// carries it is listed too, so that it is refused out loud.
 			// Mirrors select on our labels and our writer, pull mirrors on

@@ -3,8 +3,14 @@
 package policy
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
@@ -53,4 +59,34 @@ func Annotations(spec *v1alpha1.MirrorPolicySpec) map[string]string {
 // spec's fields.
 func Request(spec *v1alpha1.MirrorPolicySpec) annotations.Request {
 	return annotations.ParseAs(map[string]string{annotations.LabelEnabled: "true"}, Annotations(spec), fields)
+}
+
+// Source returns the kind of spec's sources and, when it selects them by
+// labels, the selector; names are spec.Source.Names. The CRD's schema
+// refuses what would fail here; an object written before a schema change,
+// or against an API server that did not check, is refused here with the
+// same words.
+func Source(spec *v1alpha1.MirrorPolicySpec) (schema.GroupVersionKind, labels.Selector, error) {
+	gv, err := schema.ParseGroupVersion(spec.Source.APIVersion)
+	if err != nil || gv.Version == "" {
+		return schema.GroupVersionKind{}, nil, fmt.Errorf("spec.source.apiVersion: %q is not GROUP/VERSION or VERSION", spec.Source.APIVersion)
+	}
+	if spec.Source.Kind == "" {
+		return schema.GroupVersionKind{}, nil, errors.New("spec.source.kind: required")
+	}
+	gvk := gv.WithKind(spec.Source.Kind)
+	switch {
+	case (len(spec.Source.Names) > 0) == (spec.Source.Selector != nil):
+		return gvk, nil, errors.New("spec.source: set exactly one of names and selector")
+	case spec.Source.Selector == nil:
+		return gvk, nil, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(spec.Source.Selector)
+	if err != nil {
+		return gvk, nil, fmt.Errorf("spec.source.selector: %w", err)
+	}
+	if sel.Empty() {
+		return gvk, nil, errors.New("spec.source.selector: an empty selector would select every object of the kind")
+	}
+	return gvk, sel, nil
 }

@@ -1,0 +1,357 @@
+package clusters
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+)
+
+// PolicyGVK is the kind of MirrorPolicies.
+var PolicyGVK = v1alpha1.GroupVersion.WithKind("MirrorPolicy")
+
+// PolicySources is what one MirrorPolicy has watched: the objects of one
+// kind in the policy's namespace, by name or by label selector. Sources
+// named by a policy carry none of our labels, so each policy has watches
+// of its own, as narrow as it names them: one per name (a field selector
+// on metadata.name), or one label-selected watch.
+type PolicySources struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	// Names, or else Selector, select the sources.
+	Names    []string
+	Selector labels.Selector
+}
+
+// equal reports whether s and o watch the same objects.
+func (s PolicySources) equal(o PolicySources) bool {
+	return s.GVK == o.GVK && s.Namespace == o.Namespace && slices.Equal(s.Names, o.Names) &&
+		(s.Selector == nil) == (o.Selector == nil) && (s.Selector == nil || s.Selector.String() == o.Selector.String())
+}
+
+// policyWatch is one policy's watches of its sources.
+type policyWatch struct {
+	spec    PolicySources
+	watches []*watch
+	stop    context.CancelFunc
+}
+
+// WatchPolicies starts the watch of the cluster's MirrorPolicies, in every
+// namespace, unless it runs; their events go to Handler.Policy. It reports
+// false with no error when the cluster does not serve MirrorPolicies (the
+// CRD is not installed) or the agent may not list them: a cluster without
+// the feature pays nothing for it. It is cheap to call again.
+func (c *Cluster) WatchPolicies(ctx context.Context) (bool, error) {
+	c.mu.Lock()
+	running := c.policies != nil
+	c.mu.Unlock()
+	if running {
+		return true, nil
+	}
+	mapping, err := c.namespacedMapping(PolicyGVK)
+	if err != nil {
+		return false, nil //nolint:nilerr // not served: no policies here
+	}
+	// One small LIST first: a watch the agent may not open would retry
+	// forever; an agent installed without the permission goes without
+	// policies, and its operator reads why in the log.
+	if _, err := c.md.Resource(mapping.Resource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	w := c.watch(mapping.Resource, labels.Everything(), nil, toPolicy)
+	w.setHandler(func(obj any, deleted bool) {
+		if p, ok := obj.(*v1alpha1.MirrorPolicy); ok {
+			c.opts.Handler.Policy(c.opts.Name, p, deleted)
+		}
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false, fmt.Errorf("cluster %s: closed", c.opts.Name)
+	}
+	if c.policies != nil {
+		return true, nil // another caller won the race
+	}
+	c.policies = w
+	if c.ctx != nil {
+		w.run(c.ctx)
+	}
+	return true, nil
+}
+
+// toPolicy keeps MirrorPolicies as typed objects in the cache.
+func toPolicy(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // a tombstone, or already converted
+	}
+	p := &v1alpha1.MirrorPolicy{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+		return nil, fmt.Errorf("MirrorPolicy %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	p.ManagedFields = nil
+	return p, nil
+}
+
+// Policy returns the cached MirrorPolicy namespace/name. Shared with the
+// cache: never modify it.
+func (c *Cluster) Policy(namespace, name string) (*v1alpha1.MirrorPolicy, bool) {
+	c.mu.Lock()
+	w := c.policies
+	c.mu.Unlock()
+	if w == nil {
+		return nil, false
+	}
+	return get[*v1alpha1.MirrorPolicy](w.GetStore(), namespace+"/"+name)
+}
+
+// Policies returns every cached MirrorPolicy. Shared with the cache.
+func (c *Cluster) Policies() []*v1alpha1.MirrorPolicy {
+	c.mu.Lock()
+	w := c.policies
+	c.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	return typed[*v1alpha1.MirrorPolicy](w.GetStore().List())
+}
+
+// PoliciesSynced reports whether the MirrorPolicies, if watched, have
+// their initial list.
+func (c *Cluster) PoliciesSynced() bool {
+	c.mu.Lock()
+	w := c.policies
+	c.mu.Unlock()
+	return w == nil || w.HasSynced()
+}
+
+// WatchPolicySources makes the sources of the policy id (its
+// namespace/name) those of spec: it starts their watches, or replaces
+// watches of other objects. The sources' events go to Handler.Source as
+// those of labelled sources do. It returns the sources the replaced
+// watches held, which may no longer be named.
+func (c *Cluster) WatchPolicySources(id string, spec PolicySources) ([]*unstructured.Unstructured, error) {
+	c.mu.Lock()
+	old := c.selected[id]
+	c.mu.Unlock()
+	if old != nil && old.spec.equal(spec) {
+		return nil, nil
+	}
+	mapping, err := c.namespacedMapping(spec.GVK)
+	if err != nil {
+		return nil, err
+	}
+	pw := &policyWatch{spec: spec}
+	events := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(spec.GVK), c.opts.Name, "policy-sources")
+	add := func(sel labels.Selector, fsel fields.Selector) {
+		src := c.watchSourceIn(mapping.Resource, spec.Namespace, sel, fsel, false)
+		w := c.followHealth(newWatch(src, mapping.Resource.String()+" "+spec.Namespace+" "+sel.String()+" "+fsel.String(), c.opts.Resync, nil, stripMetadata))
+		w.setHandler(func(obj any, deleted bool) {
+			events.Inc()
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				c.opts.Handler.Source(c.opts.Name, spec.GVK, u, deleted)
+			}
+		})
+		pw.watches = append(pw.watches, w)
+	}
+	if spec.Selector != nil {
+		add(spec.Selector, fields.Everything())
+	}
+	for _, name := range spec.Names {
+		add(labels.Everything(), fields.OneTermEqualSelector("metadata.name", name))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("cluster %s: closed", c.opts.Name)
+	}
+	var held []*unstructured.Unstructured
+	if old := c.selected[id]; old != nil {
+		held = old.sources()
+		old.stopWatches()
+	}
+	c.selected[id] = pw
+	if c.ctx != nil {
+		pw.run(c.ctx)
+	}
+	return held, nil
+}
+
+// UnwatchPolicySources stops the watches of the policy id and returns the
+// sources they held.
+func (c *Cluster) UnwatchPolicySources(id string) []*unstructured.Unstructured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pw, ok := c.selected[id]
+	if !ok {
+		return nil
+	}
+	delete(c.selected, id)
+	pw.stopWatches()
+	return pw.sources()
+}
+
+// PolicySourcesOf returns the sources the policy id holds now, and
+// whether their watches have synced. Shared with the cache.
+func (c *Cluster) PolicySourcesOf(id string) (sources []*unstructured.Unstructured, synced bool) {
+	c.mu.Lock()
+	pw := c.selected[id]
+	c.mu.Unlock()
+	if pw == nil {
+		return nil, false
+	}
+	return pw.sources(), pw.synced()
+}
+
+// PoliciesNaming returns the ids of the policies whose watches hold the
+// object namespace/name of kind gvk, sorted.
+func (c *Cluster) PoliciesNaming(gvk schema.GroupVersionKind, namespace, name string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []string
+	for id, pw := range c.selected {
+		if pw.spec.GVK == gvk && pw.spec.Namespace == namespace {
+			if _, ok := pw.get(name); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// PolicyKinds returns the kinds that policies name.
+func (c *Cluster) PolicyKinds() sets.Set[schema.GroupVersionKind] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kinds := sets.New[schema.GroupVersionKind]()
+	for _, pw := range c.selected {
+		kinds.Insert(pw.spec.GVK)
+	}
+	return kinds
+}
+
+// policySource returns the object namespace/name of kind gvk that some
+// policy's watch holds.
+func (c *Cluster) policySource(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pw := range c.selected {
+		if pw.spec.GVK == gvk && pw.spec.Namespace == namespace {
+			if u, ok := pw.get(name); ok {
+				return u, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// policySources returns every object of kind gvk that a policy's watch
+// holds, once each.
+func (c *Cluster) policySources(gvk schema.GroupVersionKind) []*unstructured.Unstructured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*unstructured.Unstructured
+	seen := sets.New[string]()
+	for _, pw := range c.selected {
+		if pw.spec.GVK != gvk {
+			continue
+		}
+		for _, u := range pw.sources() {
+			if k := u.GetNamespace() + "/" + u.GetName(); !seen.Has(k) {
+				seen.Insert(k)
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// policySourcesSynced reports whether every policy watch of gvk, and the
+// policies' own watch, have their initial lists: until then a source
+// named by a policy may look unnamed.
+func (c *Cluster) policySourcesSynced(gvk schema.GroupVersionKind) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.policies != nil && !c.policies.HasSynced() {
+		return false
+	}
+	for _, pw := range c.selected {
+		if pw.spec.GVK == gvk && !pw.synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// closePoliciesLocked stops every policy watch; c.mu must be held.
+func (c *Cluster) closePoliciesLocked() {
+	for id, pw := range c.selected {
+		pw.stopWatches()
+		delete(c.selected, id)
+	}
+	c.policies = nil // its context, c.ctx's child, ends with the cluster
+}
+
+func (pw *policyWatch) run(ctx context.Context) {
+	ctx, pw.stop = context.WithCancel(ctx)
+	for _, w := range pw.watches {
+		w.run(ctx)
+	}
+}
+
+func (pw *policyWatch) stopWatches() {
+	if pw.stop != nil {
+		pw.stop()
+	}
+}
+
+func (pw *policyWatch) get(name string) (*unstructured.Unstructured, bool) {
+	for _, w := range pw.watches {
+		if u, ok := get[*unstructured.Unstructured](w.GetStore(), pw.spec.Namespace+"/"+name); ok {
+			return u, true
+		}
+	}
+	return nil, false
+}
+
+func (pw *policyWatch) sources() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, w := range pw.watches {
+		out = append(out, typed[*unstructured.Unstructured](w.GetStore().List())...)
+	}
+	return out
+}
+
+func (pw *policyWatch) synced() bool {
+	for _, w := range pw.watches {
+		if !w.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// PolicyID is the id of the policy namespace/name.
+func PolicyID(namespace, name string) string { return namespace + "/" + name }
+
+// SplitPolicyID splits a PolicyID.
+func SplitPolicyID(id string) (namespace, name string) {
+	namespace, name, _ = strings.Cut(id, "/")
+	return namespace, name
+}

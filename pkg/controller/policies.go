@@ -1,0 +1,470 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/peers"
+	"github.com/fleetmirror/fleetmirror/pkg/policy"
+)
+
+// Event reasons and condition reasons of MirrorPolicies.
+const (
+	// ReasonSourceClaimed: a source this policy names is mirrored by its
+	// own annotations or by an older policy; this one leaves it alone.
+	ReasonSourceClaimed = "SourceClaimed"
+	// ReasonInvalidPolicy: the policy's spec is invalid.
+	ReasonInvalidPolicy = "InvalidPolicy"
+	// ReasonKindNotMirrored: the agent does not mirror the kind the
+	// policy names (not served, denied, or not granted).
+	ReasonKindNotMirrored = "KindNotMirrored"
+	// ReasonSynced: every source's mirrors are in place.
+	ReasonSynced = "Synced"
+	// ReasonPending: some sources have not been mirrored yet.
+	ReasonPending = "Pending"
+	// ReasonNoSources: the policy names no existing object.
+	ReasonNoSources = "NoSources"
+)
+
+// The policy's finalizer: its sources' mirrors are removed before it goes.
+// The sources themselves never carry one of ours: they are not ours.
+const policyFinalizer = annotations.Prefix + "policy-cleanup"
+
+// retryPolicy is how soon a policy waiting for its sources' watches or
+// for the removal of its mirrors is looked at again.
+const retryPolicy = 500 * time.Millisecond
+
+// policyOutcome is what the last reconcile of a source named by policies
+// found, for its policies' status.
+type policyOutcome struct {
+	// servedBy is the policy that mirrors the source; claimedBy, when
+	// the policy does not, says who does: the source's annotations or an
+	// older policy.
+	servedBy, claimedBy         string
+	synced, conflicts, failures int
+	// problem is the first thing wrong, for the Degraded condition.
+	reason, problem string
+}
+
+// policyState is what the reconciler remembers of a policy between its
+// reconciles: the spec it last acted on, to enqueue its sources once per
+// change.
+type policyState struct {
+	generation int64
+	deleting   bool
+	synced     bool
+}
+
+// policies is the reconciler's memory of policies and of the sources they
+// name.
+type policies struct {
+	state    sync.Map // Key (Policy) -> policyState
+	outcomes sync.Map // Key (source) -> *sync.Map of policy id -> policyOutcome
+	waiting  sync.Map // Key (Policy) -> time.Time: first seen waiting for its kind
+}
+
+// policyKey is the work queue item of the policy id in cluster.
+func policyKey(cluster, id string) Key {
+	ns, name := clusters.SplitPolicyID(id)
+	return Key{Cluster: cluster, GVK: clusters.PolicyGVK, Namespace: ns, Name: name, Policy: true}
+}
+
+// claim picks, among the policies named (by id, PoliciesNaming), the one
+// that mirrors the source: the oldest, by creation then name. The others
+// are told they do not.
+func (r *Reconciler) claim(c *clusters.Cluster, key Key, src *unstructured.Unstructured, named []string) *v1alpha1.MirrorPolicy {
+	ps := policiesOf(c, named)
+	if len(ps) == 0 {
+		return nil
+	}
+	slices.SortFunc(ps, func(a, b *v1alpha1.MirrorPolicy) int {
+		if d := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	r.claimedElsewhere(c, key, src, ps[1:], "MirrorPolicy "+ps[0].Name)
+	return ps[0]
+}
+
+// policiesOf returns the cached policies of c with the ids given.
+func policiesOf(c *clusters.Cluster, ids []string) []*v1alpha1.MirrorPolicy {
+	var ps []*v1alpha1.MirrorPolicy
+	for _, id := range ids {
+		if p, ok := c.Policy(clusters.SplitPolicyID(id)); ok {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// claimedElsewhere tells the policies ps, and the source's readers, that
+// the source is mirrored by someone else (by): ps do not mirror it.
+func (r *Reconciler) claimedElsewhere(c *clusters.Cluster, key Key, src *unstructured.Unstructured, ps []*v1alpha1.MirrorPolicy, by string) {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	r.warnIf(c, src, ReasonSourceClaimed, len(ps) > 0, "Mirrored by %s, which came first; not by MirrorPolicy %s, which names it too", by, strings.Join(names, ", "))
+	for _, p := range ps {
+		msg := fmt.Sprintf("%s %s is mirrored by %s, which came first; this policy does not mirror it", key.GVK.Kind, key.Name, by)
+		r.setOutcome(c, key, clusters.PolicyID(p.Namespace, p.Name), policyOutcome{claimedBy: by, reason: ReasonSourceClaimed, problem: msg})
+	}
+}
+
+// request reads what the source asks for: its own annotations when it is
+// labelled as a source or no policy names it, else what the oldest policy
+// that names it asks (via). A policy that names a source labelled as one
+// is told it does not serve it.
+func (r *Reconciler) request(c *clusters.Cluster, key Key, src *unstructured.Unstructured) (req annotations.Request, adopt []peers.Tool, via *v1alpha1.MirrorPolicy) {
+	named := c.PoliciesNaming(key.GVK, key.Namespace, key.Name)
+	if src.GetLabels()[annotations.LabelEnabled] == "true" || len(named) == 0 {
+		r.claimedElsewhere(c, key, src, policiesOf(c, named), "its own annotations")
+		req = annotations.Parse(src.GetLabels(), src.GetAnnotations())
+		// The tools whose proven copies are adopted (pkg/peers imports
+		// annotations, so Parse cannot read this key itself).
+		var problems []string
+		adopt, problems = peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
+		req.Problems = append(req.Problems, problems...)
+		return req, adopt, nil
+	}
+	via = r.claim(c, key, src, named)
+	if via == nil {
+		return annotations.Request{}, nil, nil // its policies are gone: nothing asked
+	}
+	req = policy.Request(&via.Spec)
+	if via.DeletionTimestamp != nil {
+		req.Sync = false // the policy's mirrors go before it does
+	}
+	return req, nil, via
+}
+
+// servedOutcome records what the reconcile of the source key found for
+// via, the policy that mirrors it.
+func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.MirrorPolicy, sum summary, problem string) {
+	id := clusters.PolicyID(via.Namespace, via.Name)
+	o := policyOutcome{servedBy: id, synced: sum.created + sum.updated + sum.replaced + sum.unchanged,
+		conflicts: len(sum.conflicts), failures: len(sum.failures)}
+	switch {
+	case problem != "":
+		o.reason, o.problem = ReasonInvalidPolicy, fmt.Sprintf("%s %s: %s", key.GVK.Kind, key.Name, problem)
+	case len(sum.conflicts) > 0:
+		o.reason, o.problem = ReasonTargetConflict, fmt.Sprintf("%s %s: not written, name taken: %s", key.GVK.Kind, key.Name, joinLimited(sum.conflicts))
+	case len(sum.failures) > 0:
+		o.reason, o.problem = ReasonSyncFailed, fmt.Sprintf("%s %s: writing failed, will retry: %s", key.GVK.Kind, key.Name, joinLimited(sum.failures))
+	}
+	r.setOutcome(c, key, id, o)
+}
+
+// setOutcome records the outcome of the source key for the policy id,
+// and has the policy's status follow when it changed.
+func (r *Reconciler) setOutcome(c *clusters.Cluster, key Key, id string, o policyOutcome) {
+	m, _ := r.policies.outcomes.LoadOrStore(key, &sync.Map{})
+	if prev, ok := m.(*sync.Map).Swap(id, o); !ok || prev.(policyOutcome) != o {
+		r.enqueue(policyKey(c.Name(), id))
+	}
+}
+
+// forgetOutcomes drops what was recorded of the source key, and has the
+// policies that named it look again.
+func (r *Reconciler) forgetOutcomes(cluster string, key Key) {
+	m, ok := r.policies.outcomes.LoadAndDelete(key)
+	if !ok {
+		return
+	}
+	m.(*sync.Map).Range(func(id, _ any) bool {
+		r.enqueue(policyKey(cluster, id.(string)))
+		return true
+	})
+}
+
+// outcome returns what was recorded of the source key for the policy id.
+func (r *Reconciler) outcome(key Key, id string) (policyOutcome, bool) {
+	m, ok := r.policies.outcomes.Load(key)
+	if !ok {
+		return policyOutcome{}, false
+	}
+	o, ok := m.(*sync.Map).Load(id)
+	if !ok {
+		return policyOutcome{}, false
+	}
+	return o.(policyOutcome), true
+}
+
+// policyNames reports whether a policy of c that is not being deleted
+// would name live, an object of kind key.GVK: the cache may not have
+// seen it yet.
+func policyNames(c *clusters.Cluster, key Key, live metav1.Object) bool {
+	for _, p := range c.Policies() {
+		if p.Namespace != key.Namespace || p.DeletionTimestamp != nil {
+			continue
+		}
+		gvk, sel, err := policy.Source(&p.Spec)
+		if err != nil || gvk != key.GVK {
+			continue
+		}
+		if slices.Contains(p.Spec.Source.Names, key.Name) || (sel != nil && sel.Matches(labels.Set(live.GetLabels()))) {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcilePolicy keeps a MirrorPolicy's watches of its sources, its
+// finalizer and its status. Its sources are reconciled as any source is
+// (reconcile): the policy is how their request is read.
+func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, error) {
+	log := logf.FromContext(ctx).WithValues("cluster", key.Cluster, "mirrorPolicy", key.Namespace+"/"+key.Name)
+	ctx = logf.IntoContext(ctx, log)
+	id := clusters.PolicyID(key.Namespace, key.Name)
+
+	// 1. A policy gone: stop its watches; the sources they held are
+	// looked at again, and lose their mirrors unless named otherwise.
+	c := r.fleet.Cluster(key.Cluster)
+	if c == nil {
+		r.policies.state.Delete(key)
+		return Result{}, nil
+	}
+	p, ok := c.Policy(key.Namespace, key.Name)
+	if !ok {
+		held := c.UnwatchPolicySources(id)
+		r.policies.state.Delete(key)
+		r.policies.waiting.Delete(key)
+		r.enqueueSources(c, key, held)
+		r.fleet.KindsChanged()
+		return Result{}, nil
+	}
+
+	// 2. Watch what the spec names. A spec the CRD's schema should have
+	// refused changes nothing until it is fixed, as invalid transform
+	// rules do: a typo does not remove every mirror. Deleted, it lets its
+	// sources go.
+	gvk, sel, err := policy.Source(&p.Spec)
+	if err != nil {
+		if p.DeletionTimestamp != nil && !r.readOnly(c) {
+			r.enqueueSources(c, key, c.UnwatchPolicySources(id))
+			return Result{}, r.patchPolicyFinalizer(ctx, c, p, false)
+		}
+		return r.writePolicyStatus(ctx, c, p, policyStatus(p, err.Error(), nil))
+	}
+	spec := clusters.PolicySources{GVK: gvk, Namespace: p.Namespace, Names: p.Spec.Source.Names, Selector: sel}
+	held, err := c.WatchPolicySources(id, spec)
+	if err != nil {
+		return r.writePolicyStatus(ctx, c, p, policyStatus(p, "", fmt.Errorf("%s: %w", ReasonKindNotMirrored, err)))
+	}
+	if held != nil {
+		r.enqueueSources(c, key, held)
+		r.fleet.KindsChanged()
+	}
+	sources, synced := c.PolicySourcesOf(id)
+	if kindSynced, watched := c.KindSynced(gvk); !synced || !watched || !kindSynced {
+		r.fleet.KindsChanged()
+		if watched || !synced {
+			return Result{RequeueAfter: retryPolicy}, nil
+		}
+		// Watched nowhere after a pass: the agent does not mirror it.
+		if !slices.Contains(c.Watched(), gvk) && r.kindRefused(key) {
+			return r.writePolicyStatus(ctx, c, p, policyStatus(p, "", fmt.Errorf("%s: the agent does not mirror %s here (not served, denied by --deny-kinds or the built-in list, or not granted to the agent)", ReasonKindNotMirrored, gvk.Kind)))
+		}
+		return Result{RequeueAfter: retryPolicy}, nil
+	}
+
+	r.policies.waiting.Delete(key)
+
+	// 3. Once per change of the spec or of its deletion, and once its
+	// watches have synced, every source it holds is looked at.
+	now := policyState{generation: p.Generation, deleting: p.DeletionTimestamp != nil, synced: true}
+	if prev, ok := r.policies.state.Swap(key, now); !ok || prev.(policyState) != now {
+		r.enqueueSources(c, key, sources)
+	}
+
+	// 4. Deleted: the finalizer goes once no source it served has a
+	// mirror left.
+	if r.readOnly(c) {
+		return Result{}, nil
+	}
+	if p.DeletionTimestamp != nil {
+		for _, s := range sources {
+			ref := desired.SourceRef(c.Name(), s.GetNamespace(), s.GetName())
+			// Mirrors of a source not looked at since may be this
+			// policy's: wait for its reconcile.
+			if o, ok := r.outcome(sourceKey(c, gvk, s), id); (!ok || o.servedBy == id) && len(c.MirrorsOf(gvk, ref)) > 0 {
+				return Result{RequeueAfter: retryPolicy}, nil
+			}
+		}
+		// Its sources may be named by another policy, which mirrors them
+		// from now on.
+		r.enqueueSources(c, key, c.UnwatchPolicySources(id))
+		r.fleet.KindsChanged()
+		return Result{}, r.patchPolicyFinalizer(ctx, c, p, false)
+	}
+	if !slices.Contains(p.Finalizers, policyFinalizer) {
+		if err := r.patchPolicyFinalizer(ctx, c, p, true); err != nil {
+			return Result{}, err
+		}
+	}
+
+	// 5. The status, from what each source's last reconcile found.
+	return r.writePolicyStatus(ctx, c, p, r.aggregate(c, p, id, gvk, sources))
+}
+
+// kindWait is how long a policy waits for its kind to be watched before
+// it says the agent does not mirror it.
+const kindWait = 5 * time.Second
+
+// kindRefused reports whether the policy key has waited long enough for
+// its kind to be watched to say it will not be: a kinds pass runs at
+// once when a policy names a new kind.
+func (r *Reconciler) kindRefused(key Key) bool {
+	v, _ := r.policies.waiting.LoadOrStore(key, time.Now())
+	return time.Since(v.(time.Time)) > kindWait
+}
+
+// sourceKey is the work queue item of source s of kind gvk in c.
+func sourceKey(c *clusters.Cluster, gvk schema.GroupVersionKind, s metav1.Object) Key {
+	return Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()}
+}
+
+// enqueueSources enqueues the sources of the policy key's kind.
+func (r *Reconciler) enqueueSources(c *clusters.Cluster, key Key, sources []*unstructured.Unstructured) {
+	for _, s := range sources {
+		r.enqueue(Key{Cluster: c.Name(), GVK: s.GroupVersionKind(), Namespace: s.GetNamespace(), Name: s.GetName()})
+	}
+}
+
+// aggregate computes a policy's status from its sources' outcomes.
+func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id string, gvk schema.GroupVersionKind, sources []*unstructured.Unstructured) v1alpha1.MirrorPolicyStatus {
+	st := policyStatus(p, "", nil)
+	st.Sources = int32(len(sources)) //nolint:gosec // a count of cached objects
+	pending, problems := 0, []string{}
+	reason := ""
+	for _, s := range sources {
+		o, ok := r.outcome(sourceKey(c, gvk, s), id)
+		if !ok {
+			pending++
+			continue
+		}
+		st.TargetsSynced += int32(o.synced) //nolint:gosec // a count of targets
+		st.Conflicts += int32(o.conflicts)  //nolint:gosec // a count of targets
+		if o.claimedBy != "" {
+			st.Conflicts++
+		}
+		if o.problem != "" {
+			problems = append(problems, o.problem)
+			if reason == "" {
+				reason = o.reason
+			}
+		}
+	}
+	switch {
+	case len(problems) > 0:
+		setCondition(&st, v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, joinLimited(problems))
+	default:
+		setCondition(&st, v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonSynced, "Nothing wrong")
+	}
+	switch {
+	case pending > 0:
+		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPending, fmt.Sprintf("%d of %d sources not mirrored yet", pending, len(sources)))
+	case len(sources) == 0:
+		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonNoSources, "No "+gvk.Kind+" named by the policy exists in "+p.Namespace)
+	default:
+		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced,
+			fmt.Sprintf("%d sources, %d mirrors in place", len(sources), st.TargetsSynced))
+	}
+	return st
+}
+
+// policyStatus starts p's next status from its current one, with the
+// conditions of a spec that is invalid (invalid) or cannot be served
+// (err, whose text starts with the reason).
+func policyStatus(p *v1alpha1.MirrorPolicy, invalid string, err error) v1alpha1.MirrorPolicyStatus {
+	st := v1alpha1.MirrorPolicyStatus{ObservedGeneration: p.Generation, Conditions: slices.Clone(p.Status.Conditions)}
+	switch {
+	case invalid != "":
+		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInvalidPolicy, invalid)
+		setCondition(&st, v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonInvalidPolicy, invalid)
+	case err != nil:
+		reason, msg, _ := strings.Cut(err.Error(), ": ")
+		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		setCondition(&st, v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
+	}
+	return st
+}
+
+func setCondition(st *v1alpha1.MirrorPolicyStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration})
+}
+
+// writePolicyStatus writes st when it differs from p's, and tells the
+// policy's users, once per change, what became wrong.
+func (r *Reconciler) writePolicyStatus(ctx context.Context, c *clusters.Cluster, p *v1alpha1.MirrorPolicy, st v1alpha1.MirrorPolicyStatus) (Result, error) {
+	if r.readOnly(c) || equality.Semantic.DeepEqual(st, p.Status) {
+		return Result{}, nil
+	}
+	if d := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
+		if old := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionDegraded); old == nil || old.Message != d.Message {
+			r.recorder(c).Eventf(p, corev1.EventTypeWarning, d.Reason, "%s", d.Message)
+		}
+	}
+	if rd := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); rd != nil && rd.Reason == ReasonSynced {
+		if old := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); old == nil || old.Message != rd.Message {
+			r.recorder(c).Eventf(p, corev1.EventTypeNormal, ReasonMirrorsSynced, "%s", rd.Message)
+		}
+	}
+	// A JSON patch replaces the whole status: a merge patch would keep
+	// the counts that dropped to zero (omitted when empty).
+	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": st}})
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := c.Resource(clusters.PolicyGVK, p.Namespace)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := r.callContext(ctx, c)
+	defer cancel()
+	_, err = res.Patch(ctx, p.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: r.opts.Identity.FieldManager}, "status")
+	return Result{}, ignoreNotFound(err)
+}
+
+// patchPolicyFinalizer adds (hold) or removes our finalizer on p, guarded
+// by its resourceVersion: a conflict is retried from the next event.
+func (r *Reconciler) patchPolicyFinalizer(ctx context.Context, c *clusters.Cluster, p *v1alpha1.MirrorPolicy, hold bool) error {
+	fins := withoutFinalizer(p.Finalizers, policyFinalizer)
+	if hold {
+		fins = append(fins, policyFinalizer)
+	} else if len(fins) == len(p.Finalizers) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": p.ResourceVersion, "finalizers": fins}})
+	if err != nil {
+		return err
+	}
+	res, err := c.Resource(clusters.PolicyGVK, p.Namespace)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := r.callContext(ctx, c)
+	defer cancel()
+	_, err = res.Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.opts.Identity.FieldManager})
+	return ignoreNotFound(err)
+}
