@@ -13,15 +13,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
 	"github.com/fleetmirror/fleetmirror/pkg/peers"
+	"github.com/fleetmirror/fleetmirror/pkg/policy"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
@@ -98,6 +102,12 @@ type Source struct {
 	Status string `json:"status,omitempty"`
 	// RemoteNote reports the remote entries from the hub's status part.
 	RemoteNote string `json:"remoteNote,omitempty"`
+	// Policy names the MirrorPolicy whose spec is the source's request:
+	// the object is not labelled as a source, and of the policies that
+	// name it this one came first. OtherPolicies also name it and do not
+	// mirror it (docs/policies.md, A source named twice).
+	Policy        string   `json:"policy,omitempty"`
+	OtherPolicies []string `json:"otherPolicies,omitempty"`
 	// Agent says where the agent's options come from.
 	Agent  string  `json:"agent"`
 	Events []Event `json:"events"`
@@ -187,6 +197,18 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 	o := c.Agent.Options
 	gvk := mapping.GroupVersionKind
 	req := annotations.Parse(src.GetLabels(), src.GetAnnotations())
+	via, others, err := c.policies(ctx, gvk, src)
+	if apierrors.IsForbidden(err) {
+		req.Problems = append(req.Problems, "MirrorPolicies could not be read, so a policy that names the object is not shown: "+err.Error())
+	} else if err != nil {
+		return nil, err
+	}
+	if req.Enabled {
+		others = append(namesOf(via), others...)
+		via = nil // its own annotations come first
+	} else if via != nil {
+		req = policy.Request(&via.Spec)
+	}
 	s := Source{
 		Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Namespace: src.GetNamespace(), Name: src.GetName(),
 		Enabled: req.Enabled, Sync: req.Sync, Entries: []string{}, MaxTargets: req.MaxTargets, Transform: "none",
@@ -194,6 +216,10 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		Agent: c.Agent.Describe(), Events: []Event{},
 		UnknownKeys: append(UnknownKeys(src.GetLabels()), UnknownKeys(src.GetAnnotations())...),
 	}
+	if via != nil {
+		s.Policy = via.Name
+	}
+	s.OtherPolicies = others
 	for _, p := range req.Local {
 		s.Entries = append(s.Entries, p.Raw)
 	}
@@ -393,6 +419,44 @@ func remoteNote(n int, status string) string {
 		hub = status[i:]
 	}
 	return fmt.Sprintf("%d remote entries, served by the hub: %s", n, hub)
+}
+
+// policies returns the MirrorPolicies of src's namespace that name it: the
+// one that mirrors it, unless it is labelled as a source, and the names of
+// the others. A cluster that does not serve MirrorPolicies has none.
+func (c *Client) policies(ctx context.Context, gvk schema.GroupVersionKind, src *unstructured.Unstructured) (*v1alpha1.MirrorPolicy, []string, error) {
+	list, err := c.Dynamic.Resource(policiesGVR).Namespace(src.GetNamespace()).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var named []*v1alpha1.MirrorPolicy
+	for i := range list.Items {
+		p := &v1alpha1.MirrorPolicy{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, p); err != nil {
+			return nil, nil, fmt.Errorf("MirrorPolicy %s: %w", list.Items[i].GetName(), err)
+		}
+		if policy.Names(p, gvk, src.GetName(), src.GetLabels()) {
+			named = append(named, p)
+		}
+	}
+	first, rest := policy.First(named)
+	return first, namesOf(rest...), nil
+}
+
+// policiesGVR is the resource of MirrorPolicies.
+var policiesGVR = v1alpha1.GroupVersion.WithResource("mirrorpolicies")
+
+func namesOf(ps ...*v1alpha1.MirrorPolicy) []string {
+	var out []string
+	for _, p := range ps {
+		if p != nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }
 
 // events returns the most recent Events of src.

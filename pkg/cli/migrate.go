@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -34,6 +35,9 @@ type Migration struct {
 	Copies int `json:"copies"`
 	// Notes concern the whole run.
 	Notes []string `json:"notes,omitempty"`
+	// Kyverno holds the translation of Kyverno's generate rules into
+	// MirrorPolicies (migrate_kyverno.go), left out when there are none.
+	Kyverno []KyvernoRule `json:"kyverno,omitempty"`
 }
 
 // Migrated is one object of a Migration.
@@ -119,6 +123,8 @@ written to it. With -A, namespaces labelled kubemirror.raczylo.com/allow-mirrors
 type Migrator struct {
 	meta metadata.Interface
 	kube kubernetes.Interface
+	// dyn reads Kyverno's policies, whose specs the translation needs.
+	dyn dynamic.Interface
 }
 
 // NewMigrator connects to the cluster of cfg.
@@ -129,6 +135,9 @@ func NewMigrator(cfg *rest.Config) (*Migrator, error) {
 		return nil, err
 	}
 	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -199,7 +208,8 @@ func (m *migrateOptions) run(ctx context.Context) error {
 }
 
 // Scan lists the objects of mappings in namespace ("" for all; namespaces
-// themselves are scanned then too) and translates each.
+// themselves are scanned then too) and translates each, and Kyverno's
+// generate rules that copy from namespace into MirrorPolicies.
 func (c *Migrator) Scan(ctx context.Context, namespace string, mappings []*meta.RESTMapping) (*Migration, error) {
 	mig := &Migration{Objects: []Migrated{}}
 	var kubemirrorSources []metav1.Object
@@ -249,6 +259,9 @@ func (c *Migrator) Scan(ctx context.Context, namespace string, mappings []*meta.
 		}
 		return a.Name < b.Name
 	})
+	if err := c.scanKyverno(ctx, namespace, mig); err != nil {
+		return nil, err
+	}
 	return mig, nil
 }
 
@@ -529,6 +542,9 @@ func printMigration(w io.Writer, mig *Migration, wrote bool) error {
 			}
 		}
 		b.WriteString("\n")
+	}
+	if err := printKyverno(&b, mig.Kyverno); err != nil {
+		return err
 	}
 	for _, n := range mig.Notes {
 		fmt.Fprintf(&b, "Note: %s\n", n)

@@ -48,6 +48,12 @@ func printReport(w io.Writer, r *Report) error {
 	s := r.Source
 	var b strings.Builder
 	fmt.Fprintf(&b, "Source:      %s %s/%s (%s)\n", s.Kind, s.Namespace, s.Name, s.APIVersion)
+	if s.Policy != "" {
+		fmt.Fprintf(&b, "Policy:      MirrorPolicy %s (the object carries no fleetmirror keys; the policy's spec is its request)\n", s.Policy)
+	}
+	if len(s.OtherPolicies) > 0 {
+		fmt.Fprintf(&b, "Also named:  MirrorPolicy %s, which do not mirror it (the first claim keeps it)\n", strings.Join(s.OtherPolicies, ", "))
+	}
 	fmt.Fprintf(&b, "Enabled:     %t\n", s.Enabled)
 	fmt.Fprintf(&b, "Sync:        %t\n", s.Sync)
 	fmt.Fprintf(&b, "Entries:     %s\n", orNone(strings.Join(s.Entries, ", ")))

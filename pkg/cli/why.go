@@ -62,13 +62,35 @@ func (c *Client) Why(ctx context.Context, mapping *meta.RESTMapping, namespace, 
 	return explain(r, c.Agent, in), nil
 }
 
-// explain answers why from a report.
+// explain answers why from a report. For a source named by a MirrorPolicy
+// the answer says so, and its fixes edit the policy.
 func explain(r *Report, agent Agent, in string) Answer {
 	if r.Pull != nil {
 		return explainPull(r)
 	}
+	a := explainSource(r, agent, in)
+	if p := r.Source.Policy; p != "" {
+		a.Cause = fmt.Sprintf("Named by MirrorPolicy %s, which asks for it what annotations would. %s", p, a.Cause)
+		a.Fix = strings.ReplaceAll(a.Fix, fmt.Sprintf("kubectl annotate --overwrite %s %s=NAMESPACE,...", sourceArg(r.Source), annotations.AnnotationTargetNamespaces),
+			fmt.Sprintf("kubectl edit mirrorpolicy/%s -n %s (spec.targetNamespaces)", p, r.Source.Namespace))
+		a.Fix = strings.ReplaceAll(a.Fix, fmt.Sprintf("%s on %s", annotations.AnnotationTargetNamespaces, sourceArg(r.Source)),
+			fmt.Sprintf("spec.targetNamespaces of mirrorpolicy/%s -n %s", p, r.Source.Namespace))
+	}
+	if others := r.Source.OtherPolicies; len(others) > 0 {
+		a.Cause += fmt.Sprintf(" MirrorPolicy %s names it too and does not mirror it: the first claim keeps a source (docs/policies.md).", strings.Join(others, ", "))
+	}
+	return a
+}
+
+// sourceArg is how the commands name the source s.
+func sourceArg(s Source) string {
+	return fmt.Sprintf("%s/%s -n %s", strings.ToLower(s.Kind), s.Name, s.Namespace)
+}
+
+// explainSource answers why for a source from its report.
+func explainSource(r *Report, agent Agent, in string) Answer {
 	s := r.Source
-	obj := fmt.Sprintf("%s/%s -n %s", strings.ToLower(s.Kind), s.Name, s.Namespace)
+	obj := sourceArg(s)
 	switch {
 	case s.NotWatched != "":
 		return Answer{

@@ -109,10 +109,11 @@ type Cluster struct {
 	// policies watches the MirrorPolicies, once WatchPolicies started it;
 	// selected holds each policy's watches of its sources, by PolicyID
 	// (policies.go).
-	policies *watch
-	selected map[string]*policyWatch
-	ctx      context.Context // set by Start; parent of every watch
-	closed   bool            // set by Close; no watch starts again
+	policies     *watch
+	stopPolicies context.CancelFunc
+	selected     map[string]*policyWatch
+	ctx          context.Context // set by Start; parent of every watch
+	closed       bool            // set by Close; no watch starts again
 }
 
 // kindWatch holds the watches of one kind in a cluster. Its watches are
@@ -302,7 +303,7 @@ func (c *Cluster) Start(ctx context.Context) {
 		w.run(c.ctx)
 	}
 	if c.policies != nil {
-		c.policies.run(ctx)
+		c.runPoliciesLocked()
 	}
 	for _, pw := range c.selected {
 		pw.run(ctx)

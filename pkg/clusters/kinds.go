@@ -31,6 +31,9 @@ var DeniedKinds = []schema.GroupKind{
 	{Kind: "PodTemplate"}, {Kind: "PersistentVolumeClaim"},
 	{Group: "rbac.authorization.k8s.io", Kind: "Role"}, {Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"},
 	{Kind: "ServiceAccount"},
+	// Copies of our own policies would grant copying rights in the
+	// namespaces they land in (desired.Refusal says so to any who try).
+	{Group: "fleetmirror.io", Kind: "MirrorPolicy"},
 }
 
 // PrivilegeKinds can only be mirrored with an explicit, dangerous opt-in.
@@ -143,9 +146,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	failed, incomplete := map[*Cluster]bool{}, map[*Cluster]bool{}
 	for _, c := range cs {
 		if k.opts.Policies {
-			if _, err := c.WatchPolicies(ctx); err != nil {
-				log.V(1).Info("Cannot watch MirrorPolicies", "cluster", c.Name(), "error", err.Error())
-			}
+			k.watchPolicies(ctx, c)
 		}
 		kinds, err := k.candidates(ctx, c)
 		if err != nil {
@@ -233,7 +234,7 @@ func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKi
 	log := logf.FromContext(ctx).WithValues("cluster", c.Name(), "gvk", gvk.String())
 	w := c.kind(gvk)
 	watched, narrow := w != nil, w != nil && w.mirrorsOnly()
-	if k.narrows() && k.rulesOut(ctx, c, gvk) && !refs.has(gvk, c.Name()) {
+	if k.narrows() && k.rulesOut(ctx, c, gvk) && !refs.has(gvk, c.Name()) && !c.PolicyKinds().Has(gvk) {
 		mirrorsOnly, err := c.WatchMirrors(gvk)
 		if err != nil {
 			return err
@@ -259,6 +260,19 @@ func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKi
 	metrics.WatchedKinds.WithLabelValues(c.Name(), metrics.KindLabel(gvk)).Set(1)
 	go k.announce(ctx, c, gvk)
 	return nil
+}
+
+// watchPolicies watches c's MirrorPolicies unless c's member agent says,
+// in a kinds object the hub trusts, that there are none; a watch that
+// holds some is kept whatever the object says, as kinds with sources are.
+func (k *Kinds) watchPolicies(ctx context.Context, c *Cluster) {
+	if k.rulesOut(ctx, c, PolicyGVK) && len(c.Policies()) == 0 {
+		c.UnwatchPolicies()
+		return
+	}
+	if _, err := c.WatchPolicies(ctx); err != nil {
+		logf.FromContext(ctx).V(1).Info("Cannot watch MirrorPolicies", "cluster", c.Name(), "error", err.Error())
+	}
 }
 
 // narrows reports whether kinds are ever watched for our mirrors only: in

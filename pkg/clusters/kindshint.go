@@ -429,6 +429,14 @@ func (k *Kinds) Coverage(c *Cluster) (covered, used []schema.GroupVersionKind, o
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// MirrorPolicies are covered where they are watched: the hub watches
+	// them only where there are some.
+	if c.policies != nil && c.policies.HasSynced() {
+		covered = append(covered, PolicyGVK)
+		if len(c.policies.GetStore().ListKeys()) > 0 {
+			used = append(used, PolicyGVK)
+		}
+	}
 	for _, gvk := range candidates {
 		if w, ok := c.kinds[gvk]; ok {
 			// A kind watched for our mirrors only is not known whole:

@@ -89,9 +89,20 @@ func (c *Cluster) WatchPolicies(ctx context.Context) (bool, error) {
 	}
 	c.policies = w
 	if c.ctx != nil {
-		w.run(c.ctx)
+		c.runPoliciesLocked()
 	}
 	return true, nil
+}
+
+// UnwatchPolicies stops the watch of the cluster's MirrorPolicies, and
+// those of their sources.
+func (c *Cluster) UnwatchPolicies() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.policies == nil {
+		return
+	}
+	c.closePoliciesLocked()
 }
 
 // toPolicy keeps MirrorPolicies as typed objects in the cache.
@@ -305,7 +316,19 @@ func (c *Cluster) closePoliciesLocked() {
 		pw.stopWatches()
 		delete(c.selected, id)
 	}
-	c.policies = nil // its context, c.ctx's child, ends with the cluster
+	if c.stopPolicies != nil {
+		c.stopPolicies()
+		c.stopPolicies = nil
+	}
+	c.policies = nil
+}
+
+// runPoliciesLocked starts the policies' watch under a context of its own,
+// a child of the cluster's; c.mu must be held.
+func (c *Cluster) runPoliciesLocked() {
+	var ctx context.Context
+	ctx, c.stopPolicies = context.WithCancel(c.ctx)
+	c.policies.run(ctx)
 }
 
 func (pw *policyWatch) run(ctx context.Context) {

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -92,18 +92,11 @@ func policyKey(cluster, id string) Key {
 // that mirrors the source: the oldest, by creation then name. The others
 // are told they do not.
 func (r *Reconciler) claim(c *clusters.Cluster, key Key, src *unstructured.Unstructured, named []string) *v1alpha1.MirrorPolicy {
-	ps := policiesOf(c, named)
-	if len(ps) == 0 {
-		return nil
+	first, rest := policy.First(policiesOf(c, named))
+	if first != nil {
+		r.claimedElsewhere(c, key, src, rest, "MirrorPolicy "+first.Name)
 	}
-	slices.SortFunc(ps, func(a, b *v1alpha1.MirrorPolicy) int {
-		if d := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); d != 0 {
-			return d
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	r.claimedElsewhere(c, key, src, ps[1:], "MirrorPolicy "+ps[0].Name)
-	return ps[0]
+	return first
 }
 
 // policiesOf returns the cached policies of c with the ids given.
@@ -215,14 +208,7 @@ func (r *Reconciler) outcome(key Key, id string) (policyOutcome, bool) {
 // seen it yet.
 func policyNames(c *clusters.Cluster, key Key, live metav1.Object) bool {
 	for _, p := range c.Policies() {
-		if p.Namespace != key.Namespace || p.DeletionTimestamp != nil {
-			continue
-		}
-		gvk, sel, err := policy.Source(&p.Spec)
-		if err != nil || gvk != key.GVK {
-			continue
-		}
-		if slices.Contains(p.Spec.Source.Names, key.Name) || (sel != nil && sel.Matches(labels.Set(live.GetLabels()))) {
+		if p.Namespace == key.Namespace && policy.Names(p, key.GVK, key.Name, live.GetLabels()) {
 			return true
 		}
 	}
@@ -264,12 +250,12 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 			r.enqueueSources(c, key, c.UnwatchPolicySources(id))
 			return Result{}, r.patchPolicyFinalizer(ctx, c, p, false)
 		}
-		return r.writePolicyStatus(ctx, c, p, policyStatus(p, err.Error(), nil))
+		return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonInvalidPolicy, err.Error()))
 	}
 	spec := clusters.PolicySources{GVK: gvk, Namespace: p.Namespace, Names: p.Spec.Source.Names, Selector: sel}
 	held, err := c.WatchPolicySources(id, spec)
 	if err != nil {
-		return r.writePolicyStatus(ctx, c, p, policyStatus(p, "", fmt.Errorf("%s: %w", ReasonKindNotMirrored, err)))
+		return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonKindNotMirrored, err.Error()))
 	}
 	if held != nil {
 		r.enqueueSources(c, key, held)
@@ -283,7 +269,8 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		}
 		// Watched nowhere after a pass: the agent does not mirror it.
 		if !slices.Contains(c.Watched(), gvk) && r.kindRefused(key) {
-			return r.writePolicyStatus(ctx, c, p, policyStatus(p, "", fmt.Errorf("%s: the agent does not mirror %s here (not served, denied by --deny-kinds or the built-in list, or not granted to the agent)", ReasonKindNotMirrored, gvk.Kind)))
+			return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonKindNotMirrored,
+				fmt.Sprintf("the agent does not mirror %s here (not served, denied by --deny-kinds or the built-in list, or not granted to the agent)", gvk.Kind)))
 		}
 		return Result{RequeueAfter: retryPolicy}, nil
 	}
@@ -298,8 +285,10 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	}
 
 	// 4. Deleted: the finalizer goes once no source it served has a
-	// mirror left.
-	if r.readOnly(c) {
+	// mirror left in its cluster. It is the member agent's: the hub holds
+	// none, and removes its mirrors elsewhere as their sources are
+	// released (a hub that was away finds them by its start-up sweep).
+	if r.readOnly(c) || (r.opts.Scope == ScopeRemote && p.DeletionTimestamp != nil) {
 		return Result{}, nil
 	}
 	if p.DeletionTimestamp != nil {
@@ -317,7 +306,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		r.fleet.KindsChanged()
 		return Result{}, r.patchPolicyFinalizer(ctx, c, p, false)
 	}
-	if !slices.Contains(p.Finalizers, policyFinalizer) {
+	if r.opts.Scope == ScopeLocal && !slices.Contains(p.Finalizers, policyFinalizer) {
 		if err := r.patchPolicyFinalizer(ctx, c, p, true); err != nil {
 			return Result{}, err
 		}
@@ -351,22 +340,80 @@ func (r *Reconciler) enqueueSources(c *clusters.Cluster, key Key, sources []*uns
 	}
 }
 
-// aggregate computes a policy's status from its sources' outcomes.
+// statusPart is the part of a policy's status one writer owns and
+// applies: the member agent's (Ready, Degraded, and the counts of its
+// cluster) or the hub's (RemoteReady, RemoteDegraded, the remote counts).
+type statusPart struct {
+	ready, degraded string
+	remote          bool
+}
+
+func (r *Reconciler) statusPart() statusPart {
+	if r.opts.Scope == ScopeRemote {
+		return statusPart{ready: v1alpha1.ConditionRemoteReady, degraded: v1alpha1.ConditionRemoteDegraded, remote: true}
+	}
+	return statusPart{ready: v1alpha1.ConditionReady, degraded: v1alpha1.ConditionDegraded}
+}
+
+// own returns the writer's part of st.
+func (sp statusPart) own(st v1alpha1.MirrorPolicyStatus) v1alpha1.MirrorPolicyStatus {
+	var out v1alpha1.MirrorPolicyStatus
+	if sp.remote {
+		out.RemoteTargetsSynced, out.RemoteConflicts = st.RemoteTargetsSynced, st.RemoteConflicts
+	} else {
+		out.ObservedGeneration, out.Sources, out.TargetsSynced, out.Conflicts = st.ObservedGeneration, st.Sources, st.TargetsSynced, st.Conflicts
+	}
+	for _, c := range st.Conditions {
+		if c.Type == sp.ready || c.Type == sp.degraded {
+			out.Conditions = append(out.Conditions, c)
+		}
+	}
+	return out
+}
+
+// set sets condition typ of st, as of p's generation.
+func set(st *v1alpha1.MirrorPolicyStatus, p *v1alpha1.MirrorPolicy, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: p.Generation})
+}
+
+// failedStatus is the writer's part of p's next status when the policy
+// cannot be served: for reason, as msg says.
+func (r *Reconciler) failedStatus(p *v1alpha1.MirrorPolicy, reason, msg string) v1alpha1.MirrorPolicyStatus {
+	sp := r.statusPart()
+	st := sp.own(p.Status)
+	if !sp.remote {
+		st.ObservedGeneration = p.Generation
+	}
+	set(&st, p, sp.ready, metav1.ConditionFalse, reason, msg)
+	set(&st, p, sp.degraded, metav1.ConditionTrue, reason, msg)
+	return st
+}
+
+// aggregate is the writer's part of p's next status, from what the last
+// reconcile of each of its sources found. The hub has nothing to say of a
+// policy without CLUSTER/NS entries.
 func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id string, gvk schema.GroupVersionKind, sources []*unstructured.Unstructured) v1alpha1.MirrorPolicyStatus {
-	st := policyStatus(p, "", nil)
-	st.Sources = int32(len(sources)) //nolint:gosec // a count of cached objects
-	pending, problems := 0, []string{}
-	reason := ""
+	sp := r.statusPart()
+	st := sp.own(p.Status)
+	if sp.remote {
+		if req := policy.Request(&p.Spec); len(req.Remote) == 0 && req.RemoteNamespaceSelector() == nil {
+			return v1alpha1.MirrorPolicyStatus{}
+		}
+	} else {
+		st.ObservedGeneration = p.Generation
+	}
+	var synced, conflicts int32
+	pending, problems, reason := 0, []string{}, ""
 	for _, s := range sources {
 		o, ok := r.outcome(sourceKey(c, gvk, s), id)
 		if !ok {
 			pending++
 			continue
 		}
-		st.TargetsSynced += int32(o.synced) //nolint:gosec // a count of targets
-		st.Conflicts += int32(o.conflicts)  //nolint:gosec // a count of targets
+		synced += int32(o.synced)       //nolint:gosec // a count of targets
+		conflicts += int32(o.conflicts) //nolint:gosec // a count of targets
 		if o.claimedBy != "" {
-			st.Conflicts++
+			conflicts++
 		}
 		if o.problem != "" {
 			problems = append(problems, o.problem)
@@ -375,64 +422,54 @@ func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id
 			}
 		}
 	}
-	switch {
-	case len(problems) > 0:
-		setCondition(&st, v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, joinLimited(problems))
-	default:
-		setCondition(&st, v1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonSynced, "Nothing wrong")
+	if sp.remote {
+		st.RemoteTargetsSynced, st.RemoteConflicts = synced, conflicts
+	} else {
+		st.Sources, st.TargetsSynced, st.Conflicts = int32(len(sources)), synced, conflicts //nolint:gosec // a count of cached objects
+	}
+	if len(problems) > 0 {
+		set(&st, p, sp.degraded, metav1.ConditionTrue, reason, joinLimited(problems))
+	} else {
+		set(&st, p, sp.degraded, metav1.ConditionFalse, ReasonSynced, "Nothing wrong")
 	}
 	switch {
 	case pending > 0:
-		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonPending, fmt.Sprintf("%d of %d sources not mirrored yet", pending, len(sources)))
+		set(&st, p, sp.ready, metav1.ConditionFalse, ReasonPending, fmt.Sprintf("%d of %d sources not mirrored yet", pending, len(sources)))
 	case len(sources) == 0:
-		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonNoSources, "No "+gvk.Kind+" named by the policy exists in "+p.Namespace)
+		set(&st, p, sp.ready, metav1.ConditionTrue, ReasonNoSources, "No "+gvk.Kind+" named by the policy exists in "+p.Namespace)
 	default:
-		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced,
-			fmt.Sprintf("%d sources, %d mirrors in place", len(sources), st.TargetsSynced))
+		set(&st, p, sp.ready, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("%d sources, %d mirrors in place", len(sources), synced))
 	}
 	return st
 }
 
-// policyStatus starts p's next status from its current one, with the
-// conditions of a spec that is invalid (invalid) or cannot be served
-// (err, whose text starts with the reason).
-func policyStatus(p *v1alpha1.MirrorPolicy, invalid string, err error) v1alpha1.MirrorPolicyStatus {
-	st := v1alpha1.MirrorPolicyStatus{ObservedGeneration: p.Generation, Conditions: slices.Clone(p.Status.Conditions)}
-	switch {
-	case invalid != "":
-		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonInvalidPolicy, invalid)
-		setCondition(&st, v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonInvalidPolicy, invalid)
-	case err != nil:
-		reason, msg, _ := strings.Cut(err.Error(), ": ")
-		setCondition(&st, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		setCondition(&st, v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
-	}
-	return st
-}
-
-func setCondition(st *v1alpha1.MirrorPolicyStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration})
-}
-
-// writePolicyStatus writes st when it differs from p's, and tells the
-// policy's users, once per change, what became wrong.
+// writePolicyStatus applies st, the writer's part of p's status, when it
+// differs from what p holds, and tells the policy's users, once per
+// change, what became wrong and when all is in place. Server-side apply
+// with the writer's field manager: the member agent's and the hub's parts
+// are owned apart, so neither writes over the other's, and a count that
+// drops to zero (left out) is removed.
 func (r *Reconciler) writePolicyStatus(ctx context.Context, c *clusters.Cluster, p *v1alpha1.MirrorPolicy, st v1alpha1.MirrorPolicyStatus) (Result, error) {
-	if r.readOnly(c) || equality.Semantic.DeepEqual(st, p.Status) {
+	sp := r.statusPart()
+	cur := sp.own(p.Status)
+	if r.readOnly(c) || equality.Semantic.DeepEqual(st, cur) {
 		return Result{}, nil
 	}
-	if d := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
-		if old := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionDegraded); old == nil || old.Message != d.Message {
+	if d := meta.FindStatusCondition(st.Conditions, sp.degraded); d != nil && d.Status == metav1.ConditionTrue {
+		if old := meta.FindStatusCondition(cur.Conditions, sp.degraded); old == nil || old.Message != d.Message {
 			r.recorder(c).Eventf(p, corev1.EventTypeWarning, d.Reason, "%s", d.Message)
 		}
 	}
-	if rd := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); rd != nil && rd.Reason == ReasonSynced {
-		if old := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); old == nil || old.Message != rd.Message {
+	if rd := meta.FindStatusCondition(st.Conditions, sp.ready); rd != nil && rd.Reason == ReasonSynced {
+		if old := meta.FindStatusCondition(cur.Conditions, sp.ready); old == nil || old.Message != rd.Message {
 			r.recorder(c).Eventf(p, corev1.EventTypeNormal, ReasonMirrorsSynced, "%s", rd.Message)
 		}
 	}
-	// A JSON patch replaces the whole status: a merge patch would keep
-	// the counts that dropped to zero (omitted when empty).
-	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": st}})
+	patch, err := json.Marshal(map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": clusters.PolicyGVK.Kind,
+		"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace},
+		"status":   st,
+	})
 	if err != nil {
 		return Result{}, err
 	}
@@ -442,7 +479,7 @@ func (r *Reconciler) writePolicyStatus(ctx context.Context, c *clusters.Cluster,
 	}
 	ctx, cancel := r.callContext(ctx, c)
 	defer cancel()
-	_, err = res.Patch(ctx, p.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: r.opts.Identity.FieldManager}, "status")
+	_, err = res.Patch(ctx, p.Name, types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: r.opts.Identity.FieldManager, Force: ptr.To(true)}, "status")
 	return Result{}, ignoreNotFound(err)
 }
 

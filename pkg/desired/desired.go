@@ -205,6 +205,12 @@ func Refusal(gvk schema.GroupVersionKind, src *unstructured.Unstructured) string
 	if IsMirror(src.GetLabels()) {
 		return "it is itself a mirror"
 	}
+	if gvk.Group == strings.TrimSuffix(annotations.Prefix, "/") {
+		// A copy of a MirrorPolicy would copy the objects of the namespace
+		// it lands in out of it: a right only that namespace's editors
+		// may grant (docs/security.md).
+		return fmt.Sprintf("%s objects are never mirrored", gvk.Kind)
+	}
 	if gvk.Group == "" && gvk.Kind == "Secret" {
 		if t, _, _ := unstructured.NestedString(src.Object, "type"); neverMirroredSecretTypes[t] {
 			return fmt.Sprintf("Secrets of type %s are never mirrored", t)

@@ -203,6 +203,9 @@ func TestRefusal(t *testing.T) {
 			t.Errorf("type %s mirror %v: refused = %v, want %v", tt.typ, tt.mirror, got, tt.refuse)
 		}
 	}
+	if Refusal(schema.GroupVersionKind{Group: "fleetmirror.io", Version: "v1alpha1", Kind: "MirrorPolicy"}, source()) == "" {
+		t.Error("a MirrorPolicy may be mirrored: its copies would copy the objects of their namespaces out")
+	}
 }
 
 func TestBuildWithTransform(t *testing.T) {

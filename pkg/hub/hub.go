@@ -41,6 +41,8 @@ func Run(ctx context.Context, o Options) error {
 		DeleteOrphansOfUnregistered: o.DeleteMirrorsOfUnregistered,
 		AwaitOthers:                 o.awaitShards,
 		MemberKinds:                 o.MemberKinds,
+		// The CLUSTER/NS entries of the MirrorPolicies of every cluster.
+		Policies: true,
 	})
 }
 

@@ -2,7 +2,6 @@ package member_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -12,25 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
-	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
-
-// installPolicyCRD installs the MirrorPolicy CRD as make generate writes
-// it.
-func installPolicyCRD() error {
-	root, err := fleettest.RepoRoot()
-	if err != nil {
-		return err
-	}
-	_, err = envtest.InstallCRDs(fleet.Hub.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "config", "crd")}, ErrorIfPathMissing: true})
-	return err
-}
 
 // ownedSecret is a Secret as another controller writes it: none of our
 // labels or annotations, which its owner would take away again.

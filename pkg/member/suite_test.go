@@ -13,12 +13,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
 )
@@ -40,8 +37,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// The suite's clients read and write MirrorPolicies.
-	utilruntime.Must(v1alpha1.AddToScheme(clientgoscheme.Scheme))
 	fleet = fleettest.StartSuite()
 	k8s = fleet.Hub.Client
 	ctx := context.Background()
@@ -51,7 +46,7 @@ func TestMain(m *testing.M) {
 	}
 	// The MirrorPolicy CRD as the member chart installs it, before the
 	// agent starts, as Helm installs a chart's CRDs first.
-	if err := installPolicyCRD(); err != nil {
+	if err := fleettest.InstallPolicyCRD(fleet.Hub); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

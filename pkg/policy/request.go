@@ -5,6 +5,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -89,4 +90,36 @@ func Source(spec *v1alpha1.MirrorPolicySpec) (schema.GroupVersionKind, labels.Se
 		return gvk, nil, errors.New("spec.source.selector: an empty selector would select every object of the kind")
 	}
 	return gvk, sel, nil
+}
+
+// Names reports whether p, not being deleted, names the object name of
+// kind gvk with labels lbls in p's namespace (the caller's to check).
+func Names(p *v1alpha1.MirrorPolicy, gvk schema.GroupVersionKind, name string, lbls map[string]string) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	want, sel, err := Source(&p.Spec)
+	if err != nil || want != gvk {
+		return false
+	}
+	return slices.Contains(p.Spec.Source.Names, name) || (sel != nil && sel.Matches(labels.Set(lbls)))
+}
+
+// First orders the policies that name one source: the first mirrors it,
+// the others do not. The oldest comes first (by creation time, then name):
+// a policy created later never takes a source from one that came before.
+// A source labelled as one (annotations.LabelEnabled) comes before any
+// policy; that is the caller's to check.
+func First(ps []*v1alpha1.MirrorPolicy) (first *v1alpha1.MirrorPolicy, rest []*v1alpha1.MirrorPolicy) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	sorted := slices.Clone(ps)
+	slices.SortFunc(sorted, func(a, b *v1alpha1.MirrorPolicy) int {
+		if d := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return sorted[0], sorted[1:]
 }

@@ -1,12 +1,15 @@
 package cluster_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -59,6 +62,36 @@ func TestMemberChart(t *testing.T) {
 		out := kubectl(t, "get", "--raw", "/api/v1/namespaces/"+ns+"/services/"+memberRelease+"-metrics:metrics/proxy/metrics")
 		Expect(out).To(ContainSubstring("fleetmirror_build_info"))
 		Expect(out).To(MatchRegexp(`fleetmirror_sync_operations_total\{[^}]*result="(created|updated)"[^}]*\} [1-9]`))
+	})
+
+	t.Run("mirrors a Secret named by a MirrorPolicy", func(t *testing.T) {
+		RegisterTestingT(t)
+		// The chart installed the CRD and granted the agent what it needs;
+		// the Secret carries none of our keys, and the agent never writes it.
+		namespace(t, cs, "fm-pol", nil)
+		namespace(t, cs, "fm-pol-a", nil)
+		mark := markAudit(t)
+		_, err := cs.CoreV1().Secrets("fm-pol").Create(context.Background(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "fm-pol", Name: "owned"}, StringData: map[string]string{"value": "one"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		out, err := applyStdin(`apiVersion: fleetmirror.io/v1alpha1
+kind: MirrorPolicy
+metadata: {namespace: fm-pol, name: share}
+spec:
+  source: {apiVersion: v1, kind: Secret, names: [owned]}
+  targetNamespaces: [fm-pol-a]
+`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		mirrored(t, cs, "owned", "one", time.Minute, "fm-pol-a")
+		Eventually(func() string {
+			return kubectl(t, "-n", "fm-pol", "get", "mirrorpolicy", "share", "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}")
+		}).WithTimeout(30 * time.Second).Should(Equal("Synced"))
+		// kubectl delete waits for the policy's finalizer: its mirror goes
+		// first.
+		kubectl(t, "-n", "fm-pol", "delete", "mirrorpolicy", "share", "--timeout=60s")
+		_, err = cs.CoreV1().Secrets("fm-pol-a").Get(context.Background(), "owned", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the mirror outlived its policy: %v", err)
+		Expect(writes(t, mark, serviceAccount(ns, memberRelease), "secrets", "fm-pol")).To(BeEmpty())
 	})
 
 	t.Run("admission warnings reach kubectl", func(t *testing.T) {

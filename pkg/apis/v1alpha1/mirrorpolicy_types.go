@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sources`
 // +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.targetsSynced`
 // +kubebuilder:printcolumn:name="Conflicts",type=integer,JSONPath=`.status.conflicts`,priority=1
+// +kubebuilder:printcolumn:name="Remote",type=integer,JSONPath=`.status.remoteTargetsSynced`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MirrorPolicy struct {
@@ -119,7 +120,9 @@ type MirrorPolicyStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Ready (every source mirrored where asked) and Degraded
-	// (something refused or failing; its reason and message say what).
+	// (something refused or failing; its reason and message say what),
+	// written by the member agent; RemoteReady and RemoteDegraded, the
+	// same for the targets in other clusters, written by the hub.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -134,9 +137,19 @@ type MirrorPolicyStatus struct {
 	TargetsSynced int32 `json:"targetsSynced,omitempty"`
 
 	// Conflicts counts the targets refused because an object that is not
-	// our mirror holds the name there.
+	// our mirror holds the name there, and the sources mirrored by their
+	// own annotations or by an older policy instead of this one.
 	// +optional
 	Conflicts int32 `json:"conflicts,omitempty"`
+
+	// RemoteTargetsSynced counts the mirrors in other clusters (the
+	// CLUSTER/NS entries, written by the hub) that are current.
+	// +optional
+	RemoteTargetsSynced int32 `json:"remoteTargetsSynced,omitempty"`
+
+	// RemoteConflicts is Conflicts for the targets in other clusters.
+	// +optional
+	RemoteConflicts int32 `json:"remoteConflicts,omitempty"`
 }
 
 // MirrorPolicyList is a list of MirrorPolicies.
@@ -148,10 +161,16 @@ type MirrorPolicyList struct {
 	Items           []MirrorPolicy `json:"items"`
 }
 
-// Condition types and reasons of a MirrorPolicy.
+// Condition types of a MirrorPolicy: Ready and Degraded are the member
+// agent's, about the targets in the policy's own cluster; RemoteReady and
+// RemoteDegraded the hub's, about the targets in other clusters. Each
+// writer applies only its own (server-side apply), so neither overwrites
+// the other's.
 const (
-	ConditionReady    = "Ready"
-	ConditionDegraded = "Degraded"
+	ConditionReady          = "Ready"
+	ConditionDegraded       = "Degraded"
+	ConditionRemoteReady    = "RemoteReady"
+	ConditionRemoteDegraded = "RemoteDegraded"
 )
 
 func init() {

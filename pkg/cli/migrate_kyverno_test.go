@@ -1,0 +1,473 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/cli"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+	"github.com/fleetmirror/fleetmirror/pkg/policy"
+)
+
+// kyvernoPolicy is a ClusterPolicy (a Policy when namespace is set) named
+// name, with rules written in YAML.
+func kyvernoPolicy(t testing.TB, namespace, name, rules string) *unstructured.Unstructured {
+	t.Helper()
+	kind := "ClusterPolicy"
+	if namespace != "" {
+		kind = "Policy"
+	}
+	var obj map[string]any
+	text := "apiVersion: kyverno.io/v1\nkind: " + kind + "\nmetadata:\n  name: " + name + "\n  namespace: " + namespace + "\nspec:\n  rules:\n" + rules
+	if err := yaml.Unmarshal([]byte(text), &obj); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// cloneGenerate is the generate block of cloneRule.
+const cloneGenerate = "apiVersion: v1\n      kind: Secret\n      name: regcred\n      namespace: \"{{request.object.metadata.name}}\"\n      synchronize: true\n      clone:\n        namespace: platform\n        name: regcred\n"
+
+// cloneRule is a rule that copies platform/regcred into each namespace
+// that match selects, as Kyverno's documentation writes it; extra is
+// added to the rule, generate holds its generate fields.
+func cloneRule(match, extra, generate string) string {
+	if generate == "" {
+		generate = cloneGenerate
+	}
+	if match == "" {
+		match = "any:\n      - resources:\n          kinds: [Namespace]\n"
+	}
+	return "  - name: copy\n    match:\n      " + match + extra + "    generate:\n      " + generate
+}
+
+func TestTranslateKyverno(t *testing.T) {
+	regcred := v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}}
+	shared := &metav1.LabelSelector{MatchLabels: map[string]string{"share": "true"}}
+	ptr := func(s string) *string { return &s }
+	// changed is cloneRule's policy with old replaced by with in generate.
+	changed := func(old, with string, n int) *unstructured.Unstructured {
+		return kyvernoPolicy(t, "", "sync", cloneRule("", "", strings.Replace(cloneGenerate, old, with, n)))
+	}
+	type want struct {
+		// policies are the names and specs of the MirrorPolicies, all in
+		// platform.
+		policies map[string]v1alpha1.MirrorPolicySpec
+		// decisions and notes hold a part of each decision, in order, and
+		// of some notes.
+		decisions, notes []string
+	}
+	for _, tc := range []struct {
+		name   string
+		policy *unstructured.Unstructured
+		want   want
+	}{{
+		name:   "clone into every namespace",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "", "")),
+		want: want{
+			policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"all"}}},
+			notes:    []string{"synchronize: true", "generateExisting is off", "all skips the source's own namespace", "does not adopt"},
+		},
+	}, {
+		name:   "clone into named namespaces and globs, two filters",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [team-*, prod]\n      - resources:\n          kinds: [v1/Namespace]\n          names: [\"ns-?-x\"]\n", "", "")),
+		want:   want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"team-*", "prod", "ns-?-x"}}}},
+	}, {
+		name:   "the name * is every namespace; legacy match.resources",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("resources:\n        kinds: [Namespace]\n        names: [\"*\"]\n", "", "")),
+		want:   want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"all"}}}},
+	}, {
+		name:   "namespaces selected by label, kube-system excluded as the agent does",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          selector:\n            matchLabels: {env: prod}\n            matchExpressions: [{key: team, operator: In, values: [a, b]}]\n", "    exclude:\n      any:\n      - resources:\n          kinds: [Namespace]\n          names: [kube-system]\n", "")),
+		want:   want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaceSelector: ptr("env=prod,team in (a,b)")}}},
+	}, {
+		name: "cloneList of two kinds",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "",
+			"namespace: \"{{ request.object.metadata.name }}\"\n      synchronize: true\n      generateExisting: true\n      cloneList:\n        namespace: platform\n        kinds: [v1/Secret, apps/v1/Deployment]\n        selector:\n          matchLabels: {share: \"true\"}\n")),
+		want: want{policies: map[string]v1alpha1.MirrorPolicySpec{
+			"sync-copy-secret":     {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Selector: shared}, TargetNamespaces: []string{"all"}},
+			"sync-copy-deployment": {Source: v1alpha1.PolicySource{APIVersion: "apps/v1", Kind: "Deployment", Selector: shared}, TargetNamespaces: []string{"all"}},
+		}},
+	}, {
+		name:   "a one-shot copy: printed, with a decision",
+		policy: changed("synchronize: true", "synchronize: false", 1),
+		want: want{
+			policies:  map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"all"}}},
+			decisions: []string{"synchronize is false"},
+		},
+	}, {
+		name:   "preconditions and context: printed, with decisions",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "    context:\n      - name: x\n        variable: {value: 1}\n    preconditions:\n      all:\n      - key: \"{{request.object.metadata.labels.tier}}\"\n        operator: Equals\n        value: gold\n", "")),
+		want: want{
+			policies:  map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"all"}}},
+			decisions: []string{"context: Kyverno evaluates", "preconditions: Kyverno evaluates"},
+		},
+	}, {
+		name:   "generate.data",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "", "apiVersion: v1\n      kind: ConfigMap\n      name: defaults\n      namespace: \"{{request.object.metadata.name}}\"\n      data:\n        data: {a: b}\n")),
+		want:   want{decisions: []string{"generate.data creates an object"}},
+	}, {
+		name:   "a namespace from a label",
+		policy: changed("request.object.metadata.name", "request.object.metadata.labels.team", 1),
+		want:   want{decisions: []string{"generate.namespace \"{{request.object.metadata.labels.team}}\" uses a variable"}},
+	}, {
+		name:   "a variable in the source",
+		policy: changed("name: regcred\n", "name: \"{{request.object.metadata.labels.secret}}\"\n", 2),
+		want:   want{decisions: []string{"uses the variable {{request.object.metadata.labels.secret}}"}},
+	}, {
+		name:   "a fixed namespace",
+		policy: changed("\"{{request.object.metadata.name}}\"", "prod", 1),
+		want:   want{decisions: []string{"generate.namespace \"prod\": Kyverno copies into that one namespace"}},
+	}, {
+		name:   "a copy under another name",
+		policy: changed("name: regcred\n", "name: pull-secret\n", 1),
+		want:   want{decisions: []string{"generate.name \"pull-secret\" differs from clone.name \"regcred\""}},
+	}, {
+		name:   "names that do not translate",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [team.a, \"ns-?\", all, Team]\n", "", "")),
+		want: want{decisions: []string{
+			`match: names: "team.a": Kyverno reads '.'`,
+			`match: names: "ns-?": at the end of a pattern`,
+			`match: names: "all": in fleetmirror, all is a keyword`,
+			`match: names: "Team": 'T' is no character`,
+		}},
+	}, {
+		name:   "an exclusion by name",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "    exclude:\n      any:\n      - resources:\n          kinds: [Namespace]\n          names: [legacy]\n", "")),
+		want:   want{decisions: []string{`exclude: names: "legacy": target entries have no negation`}},
+	}, {
+		name:   "a trigger that is not a namespace",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Pod]\n", "", "")),
+		want:   want{decisions: []string{"match: kinds [Pod]"}},
+	}, {
+		name:   "names and a selector in one filter, who creates the namespace",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [a]\n          selector: {matchLabels: {env: prod}}\n      - resources:\n          kinds: [Namespace]\n        subjects: [{kind: User, name: alice}]\n", "", "")),
+		want:   want{decisions: []string{"match: names and selector together", "match: subjects, roles and clusterRoles"}},
+	}, {
+		name:   "two selectors",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          selector: {matchLabels: {env: prod}}\n      - resources:\n          kinds: [Namespace]\n          selector: {matchLabels: {env: staging}}\n", "", "")),
+		want:   want{decisions: []string{"match: the selectors env=prod or env=staging are alternatives"}},
+	}, {
+		name: "cloneList without selector, with a kind that does not translate",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "",
+			"namespace: \"{{request.object.metadata.name}}\"\n      synchronize: true\n      cloneList:\n        namespace: platform\n        kinds: [Secret, \"v1/*\"]\n")),
+		want: want{decisions: []string{"cloneList has no selector", `cloneList.kinds: "Secret" has no version`, `cloneList.kinds: "v1/*": a wildcard kind`}},
+	}, {
+		name:   "a rule part the translation does not know",
+		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "    mutate:\n      patchStrategicMerge: {}\n", "")),
+		want:   want{decisions: []string{"mutate: a MirrorPolicy has no counterpart"}},
+	}, {
+		name:   "a namespaced Policy copies within its namespace",
+		policy: kyvernoPolicy(t, "platform", "sync", cloneRule("any:\n      - resources:\n          kinds: [ConfigMap]\n", "", strings.Replace(cloneGenerate, "\"{{request.object.metadata.name}}\"", "platform", 1))),
+		want:   want{decisions: []string{"match: kinds [ConfigMap]", `generate.namespace "platform"`}},
+	}, {
+		name:   "a rule without generate is not for migrate",
+		policy: kyvernoPolicy(t, "", "sync", "  - name: check\n    match: {any: [{resources: {kinds: [Pod]}}]}\n    validate: {message: x, pattern: {}}\n"),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			rules := cli.TranslateKyverno(tc.policy)
+			if tc.want.policies == nil && tc.want.decisions == nil {
+				g.Expect(rules).To(BeEmpty())
+				return
+			}
+			g.Expect(rules).To(HaveLen(1))
+			r := rules[0]
+			g.Expect(r.Rule).To(Equal("copy"))
+			got := map[string]v1alpha1.MirrorPolicySpec{}
+			for _, p := range r.MirrorPolicies {
+				g.Expect(p.APIVersion).To(Equal("fleetmirror.io/v1alpha1"))
+				g.Expect(p.Kind).To(Equal("MirrorPolicy"))
+				g.Expect(p.Namespace).To(Equal("platform"))
+				got[p.Name] = p.Spec
+				req := policy.Request(&p.Spec)
+				g.Expect(req.Problems).To(BeEmpty())
+			}
+			if tc.want.policies == nil {
+				g.Expect(got).To(BeEmpty())
+			} else {
+				g.Expect(got).To(Equal(tc.want.policies))
+			}
+			g.Expect(r.Decisions).To(HaveLen(len(tc.want.decisions)), "%q", r.Decisions)
+			for i, d := range tc.want.decisions {
+				g.Expect(r.Decisions[i]).To(ContainSubstring(d))
+			}
+			for i, n := range tc.want.notes {
+				g.Expect(r.Notes[i]).To(ContainSubstring(n))
+			}
+		})
+	}
+}
+
+// TestKyvernoPolicyNames: every MirrorPolicy name is a DNS subdomain, and
+// rules whose names differ get policies whose names differ.
+func TestKyvernoPolicyNames(t *testing.T) {
+	g := NewWithT(t)
+	seen := map[string]string{}
+	for _, names := range [][2]string{
+		{"sync", "copy"}, {"Sync_Secrets", "Copy Regcred"}, {"sync-secrets", "copy-regcred"},
+		{"sync", "Copy"}, {"a", strings.Repeat("r", 300)}, {"a", strings.Repeat("r", 301)}, {"x", "--"},
+	} {
+		rules := cli.TranslateKyverno(kyvernoPolicy(t, "", names[0], strings.Replace(cloneRule("", "", ""), "name: copy", "name: "+names[1], 1)))
+		g.Expect(rules).To(HaveLen(1))
+		g.Expect(rules[0].MirrorPolicies).To(HaveLen(1), "%q", rules[0].Decisions)
+		name := rules[0].MirrorPolicies[0].Name
+		g.Expect(validation.IsDNS1123Subdomain(name)).To(BeEmpty(), name)
+		g.Expect(seen).NotTo(HaveKey(name), "%v", names)
+		seen[name] = names[0] + "/" + names[1]
+	}
+	g.Expect(seen).To(HaveKey("sync-copy"))
+}
+
+// setRuleField sets a field of the first rule of p, below fields; a
+// number among them is an index into a list.
+func setRuleField(t testing.TB, p *unstructured.Unstructured, value []string, fields ...string) {
+	t.Helper()
+	rules, _, _ := unstructured.NestedSlice(p.Object, "spec", "rules")
+	var at any = rules[0]
+	for _, f := range fields[:len(fields)-1] {
+		if i, err := strconv.Atoi(f); err == nil {
+			at = at.([]any)[i]
+		} else {
+			at = at.(map[string]any)[f]
+		}
+	}
+	list := make([]any, len(value))
+	for i, v := range value {
+		list[i] = v
+	}
+	at.(map[string]any)[fields[len(fields)-1]] = list
+	if err := unstructured.SetNestedSlice(p.Object, rules, "spec", "rules"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzKyvernoKinds: a kind of cloneList.kinds either translates into the
+// same API version and kind, valid for a MirrorPolicy, or is a decision.
+func FuzzKyvernoKinds(f *testing.F) {
+	for _, k := range []string{"v1/Secret", "apps/v1/Deployment", "Secret", "v1/*", "a/b/c/D", "/Secret", "v1/", "networking.k8s.io/v1beta1/Ingress", "v1/Pod:status"} {
+		f.Add(k)
+	}
+	base := kyvernoPolicy(f, "", "sync", cloneRule("", "", "namespace: \"{{request.object.metadata.name}}\"\n      cloneList:\n        namespace: platform\n        selector: {matchLabels: {share: \"true\"}}\n"))
+	f.Fuzz(func(t *testing.T, kind string) {
+		p := base.DeepCopy()
+		setRuleField(t, p, []string{kind}, "generate", "cloneList", "kinds")
+		got := cli.TranslateKyverno(p)
+		if len(got) != 1 {
+			t.Fatalf("%d rules", len(got))
+		}
+		if len(got[0].MirrorPolicies) == 0 {
+			if len(got[0].Decisions) == 0 {
+				t.Fatalf("%q: neither a policy nor a decision", kind)
+			}
+			return
+		}
+		src := got[0].MirrorPolicies[0].Spec.Source
+		if src.APIVersion+"/"+src.Kind != kind {
+			t.Fatalf("%q became %s/%s", kind, src.APIVersion, src.Kind)
+		}
+		gv, err := schema.ParseGroupVersion(src.APIVersion)
+		if err != nil || gv.Version == "" {
+			t.Fatalf("%q: API version %q: %v", kind, src.APIVersion, err)
+		}
+	})
+}
+
+// kyvernoMatches is Kyverno's matching of names (kyverno/ext/wildcard):
+// * any run of characters, . any one character, ? any one character or,
+// once the name is used up, none.
+func kyvernoMatches(pattern, name string) bool {
+	if pattern == "" {
+		return name == ""
+	}
+	switch pattern[0] {
+	case '*':
+		for i := 0; i <= len(name); i++ {
+			if kyvernoMatches(pattern[1:], name[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		if name == "" {
+			return kyvernoMatches(pattern[1:], name)
+		}
+		return kyvernoMatches(pattern[1:], name[1:])
+	case '.':
+		return name != "" && kyvernoMatches(pattern[1:], name[1:])
+	}
+	return name != "" && name[0] == pattern[0] && kyvernoMatches(pattern[1:], name[1:])
+}
+
+// FuzzKyvernoNames: a name pattern of a match block translates into a
+// target entry that selects exactly the namespaces Kyverno matches, or is
+// a decision.
+func FuzzKyvernoNames(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"team-*", "team-a"}, {"ns-?", "ns-"}, {"ns-?-x", "ns-1-x"}, {"*", "x"}, {"a.b", "axb"},
+		{"all", "all"}, {"*?", "a"}, {"?*a", "a"}, {"a*b?c", "abxc"}, {"Team", "team"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	base := kyvernoPolicy(f, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [x]\n", "", ""))
+	f.Fuzz(func(t *testing.T, pattern, name string) {
+		// Names from a few letters, so that patterns match some.
+		name = strings.Map(func(r rune) rune { return rune("ab-1x"[int(r)%5]) }, name)
+		p := base.DeepCopy()
+		setRuleField(t, p, []string{pattern}, "match", "any", "0", "resources", "names")
+		rules := cli.TranslateKyverno(p)
+		if len(rules) != 1 {
+			t.Fatalf("%d rules", len(rules))
+		}
+		if len(rules[0].MirrorPolicies) == 0 {
+			if len(rules[0].Decisions) == 0 {
+				t.Fatalf("%q: neither a policy nor a decision", pattern)
+			}
+			return
+		}
+		if len(validation.IsDNS1123Label(name)) > 0 {
+			return
+		}
+		spec := rules[0].MirrorPolicies[0].Spec
+		req := annotations.Parse(nil, policy.Annotations(&spec))
+		if len(req.Local) != 1 || len(req.Problems) > 0 {
+			t.Fatalf("%q became %q: %q", pattern, spec.TargetNamespaces, req.Problems)
+		}
+		if ours, theirs := req.Local[0].Match(name), kyvernoMatches(pattern, name); ours != theirs {
+			t.Fatalf("%q became %q: on %q, Kyverno matches %v and fleetmirror %v", pattern, spec.TargetNamespaces, name, theirs, ours)
+		}
+	})
+}
+
+// TestMigrateKyverno runs migrate against an API server with Kyverno's
+// CRDs and three ClusterPolicies: one clones a Secret into namespaces by
+// name, one clones by label into namespaces by label, and one needs
+// decisions. The printed MirrorPolicies are what kubectl apply would
+// accept, and nothing is created.
+func TestMigrateKyverno(t *testing.T) {
+	k8s := setup(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	src := newNamespaces(t, "kyv-src")[0]
+
+	// Without Kyverno's CRDs there is nothing to translate.
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "clusterpolicies.kyverno.io"}, crd); apierrors.IsNotFound(err) {
+		out, err := run("migrate", "-A")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).NotTo(ContainSubstring("Kyverno"))
+	}
+
+	root, err := fleettest.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = envtest.InstallCRDs(api.Hub.Config, envtest.CRDInstallOptions{
+		Paths:              []string{filepath.Join(root, "pkg", "cli", "testdata", "kyverno-crds.yaml"), filepath.Join(root, "config", "crd")},
+		ErrorIfPathMissing: true,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	generate := func(source string) string {
+		return "apiVersion: v1\n      kind: Secret\n      name: regcred\n      namespace: \"{{request.object.metadata.name}}\"\n      synchronize: true\n      clone:\n        namespace: " + source + "\n        name: regcred\n"
+	}
+	policies := []*unstructured.Unstructured{
+		kyvernoPolicy(t, "", src+"-clone", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [team-*, prod]\n", "", generate(src))),
+		kyvernoPolicy(t, "", src+"-list", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          selector: {matchLabels: {env: prod}}\n", "",
+			"namespace: \"{{request.object.metadata.name}}\"\n      synchronize: true\n      cloneList:\n        namespace: "+src+"\n        kinds: [v1/Secret, v1/ConfigMap]\n        selector: {matchLabels: {share: \"true\"}}\n")),
+		kyvernoPolicy(t, "", src+"-vars",
+			strings.Replace(cloneRule("", "", strings.Replace(generate(src), "namespace: "+src, "namespace: \"{{request.object.metadata.labels.source}}\"", 1)), "name: copy", "name: per-team", 1)+
+				strings.Replace(cloneRule("", "", strings.Replace(generate(src), "synchronize: true", "synchronize: false", 1)), "name: copy", "name: one-shot", 1)+
+				"  - name: defaults\n    match: {any: [{resources: {kinds: [Namespace]}}]}\n    generate:\n      apiVersion: v1\n      kind: ConfigMap\n      name: defaults\n      namespace: \"{{request.object.metadata.name}}\"\n      data: {data: {a: b}}\n"),
+	}
+	for _, p := range policies {
+		p.SetNamespace("")
+		g.Expect(k8s.Create(ctx, p)).To(Succeed())
+	}
+	t.Cleanup(func() {
+		for _, p := range policies {
+			_ = k8s.Delete(ctx, p)
+		}
+	})
+	before := resourceVersions(g, k8s)
+
+	// The text: the rules, what needs a decision, and a YAML stream of
+	// MirrorPolicies.
+	out, err := run("migrate", "-n", src)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("ClusterPolicy " + src + "-clone, rule copy (kyverno generate) => MirrorPolicy " + src + "/" + src + "-clone-copy\n  note: synchronize: true"))
+	g.Expect(out).To(ContainSubstring("Needs a decision (a rule without => has no MirrorPolicy):\n  ClusterPolicy " + src + "-vars, rule one-shot (kyverno generate) => MirrorPolicy " + src + "/" + src + "-vars-one-shot\n    why: synchronize is false"))
+	g.Expect(out).NotTo(ContainSubstring("rule per-team"), "its source namespace is a variable: not one of -n")
+	g.Expect(out).To(ContainSubstring("4 MirrorPolicies from 3 Kyverno generate rules, 1 need a decision.\n"))
+	g.Expect(out).To(HaveSuffix("0 objects to migrate, 0 need a decision, 0 copies made by the old tools (the agent adopts them once their source carries fleetmirror.io/adopt).\n"))
+	yamlStream := out[strings.Index(out, "\n---\n")+1 : strings.LastIndex(out, "---\n")]
+	printed := map[string]v1alpha1.MirrorPolicy{}
+	for _, doc := range strings.Split(yamlStream, "---\n")[1:] {
+		var p v1alpha1.MirrorPolicy
+		g.Expect(yaml.UnmarshalStrict([]byte(doc), &p)).To(Succeed(), doc)
+		g.Expect(p.Namespace).To(Equal(src))
+		printed[p.Name] = p
+	}
+	g.Expect(printed).To(HaveLen(4))
+	g.Expect(printed).To(HaveKeyWithValue(src+"-clone-copy", HaveField("Spec", v1alpha1.MirrorPolicySpec{
+		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}},
+		TargetNamespaces: []string{"team-*", "prod"},
+	})))
+	selector := "env=prod"
+	share := &metav1.LabelSelector{MatchLabels: map[string]string{"share": "true"}}
+	g.Expect(printed).To(HaveKeyWithValue(src+"-list-copy-configmap", HaveField("Spec", v1alpha1.MirrorPolicySpec{
+		Source:                  v1alpha1.PolicySource{APIVersion: "v1", Kind: "ConfigMap", Selector: share},
+		TargetNamespaceSelector: &selector,
+	})))
+	g.Expect(printed).To(HaveKeyWithValue(src+"-list-copy-secret", HaveField("Spec.Source.Kind", "Secret")))
+	g.Expect(printed).To(HaveKeyWithValue(src+"-vars-one-shot", HaveField("Spec.TargetNamespaces", []string{"all"})))
+
+	// The API server takes each of them as printed (a dry run: migrate
+	// creates none, and neither does this test).
+	for name, p := range printed {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(k8s.Create(ctx, &unstructured.Unstructured{Object: obj}, client.DryRunAll)).To(Succeed(), name)
+	}
+
+	// -o json, every namespace: the rules that need a decision are there
+	// with their reasons.
+	var mig cli.Migration
+	out, err = run("migrate", "-A", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(json.Unmarshal([]byte(out), &mig)).To(Succeed(), out)
+	rules := map[string]cli.KyvernoRule{}
+	for _, r := range mig.Kyverno {
+		rules[r.Policy+"/"+r.Rule] = r
+	}
+	g.Expect(rules).To(HaveKeyWithValue(src+"-vars/per-team", And(
+		HaveField("MirrorPolicies", BeEmpty()),
+		HaveField("Decisions", ConsistOf(ContainSubstring("uses the variable {{request.object.metadata.labels.source}}"))))))
+	g.Expect(rules).To(HaveKeyWithValue(src+"-vars/defaults", And(
+		HaveField("MirrorPolicies", BeEmpty()),
+		HaveField("Decisions", ConsistOf(ContainSubstring("generate.data"))))))
+	g.Expect(rules).To(HaveKeyWithValue(src+"-list/copy", And(HaveField("Decisions", BeEmpty()), HaveField("MirrorPolicies", HaveLen(2)))))
+
+	// Nothing was written, and no MirrorPolicy exists.
+	g.Expect(resourceVersions(g, k8s)).To(Equal(before))
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("MirrorPolicyList"))
+	g.Expect(k8s.List(ctx, list)).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty())
+}

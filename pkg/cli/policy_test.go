@@ -1,0 +1,52 @@
+package cli_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/cli"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+)
+
+// status and why on an object named by MirrorPolicies: its request is the
+// first policy's spec, the others are named as not mirroring it, and the
+// fixes edit the policy, not annotations the object's owner would take
+// away.
+func TestStatusAndWhyOfPolicySource(t *testing.T) {
+	k8s := setup(t)
+	g := NewWithT(t)
+	g.Expect(fleettest.InstallPolicyCRD(api.Hub)).To(Succeed())
+	ns := newNamespaces(t, "polsrc", "pola", "polb")
+	src, a, b := ns[0], ns[1], ns[2]
+	ctx := context.Background()
+	g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "db"}})).To(Succeed())
+	for _, p := range []struct{ name, target string }{{"first", a}, {"second", b}} {
+		g.Expect(k8s.Create(ctx, &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: p.name}, Spec: v1alpha1.MirrorPolicySpec{
+			Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"db"}},
+			TargetNamespaces: []string{p.target},
+		}})).To(Succeed())
+	}
+
+	r := status(g, src, "secret/db")
+	g.Expect(r.Source.Policy).To(Equal("first"))
+	g.Expect(r.Source.OtherPolicies).To(Equal([]string{"second"}))
+	g.Expect(r.Source.Entries).To(Equal([]string{a}))
+	g.Expect(states(r)[a]).To(BeElementOf(cli.Pending, cli.Missing))
+	g.Expect(states(r)[b]).To(Equal(cli.Excluded))
+
+	out, err := run("status", "secret/db", "-n", src)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("Policy:      MirrorPolicy first"))
+	g.Expect(out).To(ContainSubstring("Also named:  MirrorPolicy second"))
+
+	out, err = run("why", "secret/db", "-n", src, "--in", b)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("Named by MirrorPolicy first"))
+	g.Expect(out).To(ContainSubstring("MirrorPolicy second names it too and does not mirror it"))
+	g.Expect(out).To(ContainSubstring("Fix: add " + b + " to spec.targetNamespaces of mirrorpolicy/first -n " + src))
+}

@@ -1,0 +1,74 @@
+package policy
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+)
+
+func TestNames(t *testing.T) {
+	secret := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	byName := &v1alpha1.MirrorPolicy{Spec: v1alpha1.MirrorPolicySpec{Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"db", "cache"}}}}
+	bySelector := &v1alpha1.MirrorPolicy{Spec: v1alpha1.MirrorPolicySpec{Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret",
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}}
+	deleting := byName.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	invalid := byName.DeepCopy()
+	invalid.Spec.Source.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
+	for _, tt := range []struct {
+		name   string
+		p      *v1alpha1.MirrorPolicy
+		gvk    schema.GroupVersionKind
+		object string
+		labels map[string]string
+		want   bool
+	}{
+		{"named", byName, secret, "cache", nil, true},
+		{"not named", byName, secret, "other", map[string]string{"app": "db"}, false},
+		{"other kind", byName, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, "db", nil, false},
+		{"other version", byName, schema.GroupVersionKind{Version: "v2", Kind: "Secret"}, "db", nil, false},
+		{"selected", bySelector, secret, "any", map[string]string{"app": "db", "x": "y"}, true},
+		{"not selected", bySelector, secret, "any", map[string]string{"app": "web"}, false},
+		{"being deleted", deleting, secret, "db", nil, false},
+		{"invalid spec names nothing", invalid, secret, "db", map[string]string{"a": "b"}, false},
+	} {
+		if got := Names(tt.p, tt.gvk, tt.object, tt.labels); got != tt.want {
+			t.Errorf("%s: Names = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestFirst(t *testing.T) {
+	at := func(name string, sec int) *v1alpha1.MirrorPolicy {
+		return &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(int64(1000+sec), 0)}}
+	}
+	for _, tt := range []struct {
+		name      string
+		ps        []*v1alpha1.MirrorPolicy
+		want      string
+		wantOther []string
+	}{
+		{"none", nil, "", nil},
+		{"one", []*v1alpha1.MirrorPolicy{at("a", 0)}, "a", []string{}},
+		{"oldest first, whatever the order given", []*v1alpha1.MirrorPolicy{at("young", 5), at("old", 1), at("mid", 3)}, "old", []string{"mid", "young"}},
+		{"same second: by name", []*v1alpha1.MirrorPolicy{at("zeta", 2), at("alpha", 2)}, "alpha", []string{"zeta"}},
+	} {
+		first, rest := First(tt.ps)
+		got := ""
+		if first != nil {
+			got = first.Name
+		}
+		others := []string{}
+		for _, p := range rest {
+			others = append(others, p.Name)
+		}
+		if got != tt.want || (tt.wantOther != nil && !slices.Equal(others, tt.wantOther)) {
+			t.Errorf("%s: First = %q %v, want %q %v", tt.name, got, others, tt.want, tt.wantOther)
+		}
+	}
+}
