@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -49,4 +50,21 @@ func TestStatusAndWhyOfPolicySource(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("Named by MirrorPolicy first"))
 	g.Expect(out).To(ContainSubstring("MirrorPolicy second names it too and does not mirror it"))
 	g.Expect(out).To(ContainSubstring("Fix: add " + b + " to spec.targetNamespaces of mirrorpolicy/first -n " + src))
+
+	// On the policies themselves: each source, as status and why see it.
+	out, err = run("status", "mirrorpolicy/second", "-n", src)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("MirrorPolicy: " + src + "/second"))
+	g.Expect(out).To(ContainSubstring("Names:        Secret db"))
+	g.Expect(out).To(ContainSubstring("Source:      Secret " + src + "/db"))
+	out, err = run("status", "mirrorpolicy/first", "-n", src, "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	var pr cli.PolicyReport
+	g.Expect(json.Unmarshal([]byte(out), &pr)).To(Succeed(), out)
+	g.Expect(pr.Sources).To(HaveLen(1))
+	g.Expect(pr.Sources[0].Source.Policy).To(Equal("first"))
+	out, err = run("why", "mirrorpolicy/first", "-n", src, "--in", b)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(HavePrefix("secret/db -n " + src + ": Named by MirrorPolicy first"))
+	g.Expect(out).To(ContainSubstring("Fix: add " + b + " to spec.targetNamespaces of mirrorpolicy/first"))
 }

@@ -16,9 +16,10 @@ func (o *options) statusCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "status KIND/NAME [-n NAMESPACE] [-o json]",
-		Short: "Show a source's settings, the state of every target considered, and its recent Events (of a pull mirror: its source and state)",
+		Short: "Show a source's settings, the state of every target considered, and its recent Events (of a pull mirror: its source and state; of a MirrorPolicy: its status and each of its sources)",
 		Example: `  kubectl fleetmirror status secret/db-credentials -n platform
-  kubectl fleetmirror status cm/app-config -n platform -o json`,
+  kubectl fleetmirror status cm/app-config -n platform -o json
+  kubectl fleetmirror status mirrorpolicy/share-db -n databases`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -27,6 +28,13 @@ func (o *options) statusCommand() *cobra.Command {
 			c, m, ns, name, err := o.object(cmd.Context(), args[0])
 			if err != nil {
 				return err
+			}
+			if isPolicy(m) {
+				r, err := c.InspectPolicy(cmd.Context(), ns, name)
+				if err != nil {
+					return err
+				}
+				return o.print(output, r, func(w io.Writer) error { return printPolicyReport(w, r) })
 			}
 			r, err := c.Inspect(cmd.Context(), m, ns, name)
 			if err != nil {

@@ -30,12 +30,21 @@ func (o *options) whyCommand() *cobra.Command {
 		Use:   "why KIND/NAME [-n NAMESPACE] [--in NAMESPACE | --in CLUSTER/NAMESPACE]",
 		Short: "Say why an object is not mirrored (into namespace --in), and how to fix it",
 		Example: `  kubectl fleetmirror why secret/db-credentials -n platform
-  kubectl fleetmirror why secret/db-credentials -n platform --in team-a`,
+  kubectl fleetmirror why secret/db-credentials -n platform --in team-a
+  kubectl fleetmirror why mirrorpolicy/share-db -n databases --in team-a`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, m, ns, name, err := o.object(cmd.Context(), args[0])
 			if err != nil {
 				return err
+			}
+			if isPolicy(m) {
+				lines, err := c.whyPolicy(cmd.Context(), ns, name, in)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(o.streams.Out, strings.Join(lines, "\n"))
+				return nil
 			}
 			a, err := c.Why(cmd.Context(), m, ns, name, in)
 			if err != nil {
