@@ -140,4 +140,3 @@ func (c *Client) whyPolicy(ctx context.Context, namespace, name, in string) ([]s
 	}
 	return out, nil
 }
-
