@@ -816,7 +816,7 @@ func (c *Cluster) KindSynced(gvk schema.GroupVersionKind) (synced, watched bool)
 	if w == nil {
 		return false, false
 	}
-	return w.synced() && c.policySourcesSynced(gvk), true
+	return w.synced(), true
 }
 
 // synced reports whether every watch of the kind has its initial list.

@@ -293,23 +293,6 @@ func (c *Cluster) policySources(gvk schema.GroupVersionKind) []*unstructured.Uns
 	return out
 }
 
-// policySourcesSynced reports whether every policy watch of gvk, and the
-// policies' own watch, have their initial lists: until then a source
-// named by a policy may look unnamed.
-func (c *Cluster) policySourcesSynced(gvk schema.GroupVersionKind) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.policies != nil && !c.policies.HasSynced() {
-		return false
-	}
-	for _, pw := range c.selected {
-		if pw.spec.GVK == gvk && !pw.synced() {
-			return false
-		}
-	}
-	return true
-}
-
 // closePoliciesLocked stops every policy watch; c.mu must be held.
 func (c *Cluster) closePoliciesLocked() {
 	for id, pw := range c.selected {
