@@ -1,12 +1,17 @@
 package policy
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 )
@@ -69,6 +74,61 @@ func TestFirst(t *testing.T) {
 		}
 		if got != tt.want || (tt.wantOther != nil && !slices.Equal(others, tt.wantOther)) {
 			t.Errorf("%s: First = %q %v, want %q %v", tt.name, got, others, tt.want, tt.wantOther)
+		}
+	}
+}
+
+// Whatever a policy's source holds, Source either refuses it with the
+// field's name or returns the kind the policy names, and Names never
+// matches what Source refuses.
+func FuzzSource(f *testing.F) {
+	f.Add("v1", "Secret", "db,cache", "", "")
+	f.Add("apps/v1", "Deployment", "", "app", "web")
+	f.Add("apps/v1/x", "secret", "", "", "")
+	f.Add("", "", "a", "bad key!", "v")
+	f.Fuzz(func(t *testing.T, apiVersion, kind, names, key, value string) {
+		spec := v1alpha1.MirrorPolicySpec{Source: v1alpha1.PolicySource{APIVersion: apiVersion, Kind: kind}}
+		if names != "" {
+			spec.Source.Names = strings.Split(names, ",")
+		}
+		if key != "" {
+			spec.Source.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}
+		}
+		gvk, sel, err := Source(&spec)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "spec.source") {
+				t.Errorf("error %q does not name the field", err)
+			}
+			p := &v1alpha1.MirrorPolicy{Spec: spec}
+			if len(spec.Source.Names) > 0 && Names(p, gvk, spec.Source.Names[0], map[string]string{key: value}) {
+				t.Errorf("a policy refused (%v) names an object", err)
+			}
+			return
+		}
+		if gvk.Kind != kind || gvk.GroupVersion().String() != apiVersion {
+			t.Errorf("Source(%q, %q) = %v", apiVersion, kind, gvk)
+		}
+		if (sel != nil) != (spec.Source.Selector != nil) {
+			t.Errorf("selector %v for %v", sel, spec.Source.Selector)
+		}
+	})
+}
+
+// The agent refuses a source's apiVersion and kind with the patterns the
+// CRD's schema states: what the API server accepts, the agent reads.
+func TestPatternsAreTheCRDs(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "fleetmirror.io_mirrorpolicies.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
+		t.Fatal(err)
+	}
+	source := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["source"].Properties
+	for field, re := range map[string]string{"apiVersion": APIVersionPattern.String(), "kind": KindPattern.String()} {
+		if got := source[field].Pattern; got != re {
+			t.Errorf("spec.source.%s: the CRD's pattern %q, the agent's %q", field, got, re)
 		}
 	}
 }

@@ -5,6 +5,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +63,13 @@ func Request(spec *v1alpha1.MirrorPolicySpec) annotations.Request {
 	return annotations.ParseAs(map[string]string{annotations.LabelEnabled: "true"}, Annotations(spec), fields)
 }
 
+// The patterns of spec.source's apiVersion and kind, as the CRD's schema
+// states them (TestPatternsAreTheCRDs).
+var (
+	APIVersionPattern = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$`)
+	KindPattern       = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
+)
+
 // Source returns the kind of spec's sources and, when it selects them by
 // labels, the selector; names are spec.Source.Names. The CRD's schema
 // refuses what would fail here; an object written before a schema change,
@@ -69,11 +77,11 @@ func Request(spec *v1alpha1.MirrorPolicySpec) annotations.Request {
 // same words.
 func Source(spec *v1alpha1.MirrorPolicySpec) (schema.GroupVersionKind, labels.Selector, error) {
 	gv, err := schema.ParseGroupVersion(spec.Source.APIVersion)
-	if err != nil || gv.Version == "" {
+	if err != nil || !APIVersionPattern.MatchString(spec.Source.APIVersion) {
 		return schema.GroupVersionKind{}, nil, fmt.Errorf("spec.source.apiVersion: %q is not GROUP/VERSION or VERSION", spec.Source.APIVersion)
 	}
-	if spec.Source.Kind == "" {
-		return schema.GroupVersionKind{}, nil, errors.New("spec.source.kind: required")
+	if !KindPattern.MatchString(spec.Source.Kind) {
+		return schema.GroupVersionKind{}, nil, fmt.Errorf("spec.source.kind: %q is not a Kind (CamelCase, at most 63 characters)", spec.Source.Kind)
 	}
 	gvk := gv.WithKind(spec.Source.Kind)
 	switch {
