@@ -152,18 +152,34 @@ func (r *Reconciler) request(c *clusters.Cluster, key Key, src *unstructured.Uns
 }
 
 // servedOutcome records what the reconcile of the source key found for
-// via, the policy that mirrors it.
-func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.MirrorPolicy, sum summary, problem string) {
+// via, the policy that mirrors it: what was written, and the first thing
+// wrong (the source refused, the spec invalid, else what the plan or the
+// writes report), which the annotations would report in Events on the
+// source.
+func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.MirrorPolicy, plan Plan, sum summary, refused, invalid string) {
 	id := clusters.PolicyID(via.Namespace, via.Name)
 	o := policyOutcome{servedBy: id, synced: sum.created + sum.updated + sum.replaced + sum.unchanged,
 		conflicts: len(sum.conflicts), failures: len(sum.failures)}
-	switch {
-	case problem != "":
-		o.reason, o.problem = ReasonInvalidPolicy, fmt.Sprintf("%s %s: %s", key.GVK.Kind, key.Name, problem)
-	case len(sum.conflicts) > 0:
-		o.reason, o.problem = ReasonTargetConflict, fmt.Sprintf("%s %s: not written, name taken: %s", key.GVK.Kind, key.Name, joinLimited(sum.conflicts))
-	case len(sum.failures) > 0:
-		o.reason, o.problem = ReasonSyncFailed, fmt.Sprintf("%s %s: writing failed, will retry: %s", key.GVK.Kind, key.Name, joinLimited(sum.failures))
+	for _, w := range []struct {
+		reason string
+		found  bool
+		what   string
+	}{
+		{ReasonSourceRefused, refused != "", refused},
+		{ReasonSourceRefused, plan.Ignored != "", plan.Ignored},
+		{ReasonInvalidPolicy, invalid != "", invalid},
+		{ReasonTargetConflict, len(sum.conflicts) > 0, "not written, name taken: " + joinLimited(sum.conflicts)},
+		{ReasonSyncFailed, len(sum.failures) > 0, "writing failed, will retry: " + joinLimited(sum.failures)},
+		{ReasonTransformFailed, len(sum.transformErrs) > 0, "transform rules failed: " + joinLimited(sum.transformErrs)},
+		{ReasonNamespaceRefused, len(plan.Refused) > 0, "excluded or opted out, not written: " + joinLimited(plan.Refused)},
+		{ReasonNamespaceMissing, len(plan.Missing) > 0, "named namespaces that do not exist yet: " + joinLimited(plan.Missing)},
+		{ReasonTargetsOverLimit, len(plan.Skipped) > 0, fmt.Sprintf("%d matching targets skipped over the limit", len(plan.Skipped))},
+		{ReasonClusterUnreachable, len(plan.Unreachable) > 0, "not written until the clusters are back: " + joinLimited(plan.unreachable())},
+	} {
+		if w.found {
+			o.reason, o.problem = w.reason, fmt.Sprintf("%s %s: %s", key.GVK.Kind, key.Name, w.what)
+			break
+		}
 	}
 	r.setOutcome(c, key, id, o)
 }

@@ -121,7 +121,8 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		return r.refuseMirror(ctx, c, key, src, ref)
 	}
 	req, adopt, via := r.request(c, key, src)
-	if refusal := desired.Refusal(key.GVK, src); refusal != "" {
+	refusal := desired.Refusal(key.GVK, src)
+	if refusal != "" {
 		r.warnIf(c, src, ReasonSourceRefused, true, "Not mirrored: %s", refusal)
 		req.Sync = false
 	}
@@ -138,7 +139,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		}
 		res, err := r.removeAll(ctx, c, key, src, ref)
 		if via != nil && err == nil {
-			r.servedOutcome(c, key, via, summary{}, plan.Ignored)
+			r.servedOutcome(c, key, via, plan, summary{}, refusal, "")
 		}
 		return res, err
 	}
@@ -169,7 +170,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	}
 	if req.TransformErr != nil {
 		if via != nil {
-			r.servedOutcome(c, key, via, summary{}, "spec.transform: "+req.TransformErr.Error())
+			r.servedOutcome(c, key, via, plan, summary{}, "", "spec.transform: "+req.TransformErr.Error())
 		}
 		// Done until the source changes: fixing the rules is an update
 		// event. Not a reconcile.TerminalError, which would change the
@@ -475,7 +476,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		"Not mirrored to %s: another replica of the sharded hub serves them and does not read cluster %s; a source in a member cluster reaches only the clusters of its own shard (docs/federation.md)",
 		joinLimited(plan.Elsewhere), key.Cluster)
 	if via != nil {
-		r.servedOutcome(c, key, via, sum, "")
+		r.servedOutcome(c, key, via, plan, sum, "", "")
 	} else if r.opts.WriteStatus && plan.Pending == 0 && !r.readOnly(c) {
 		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
 			return Result{}, ignoreNotFound(err)

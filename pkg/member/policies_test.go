@@ -263,11 +263,35 @@ func TestPolicyRefusals(t *testing.T) {
 	eventuallySecret(t, ns[1], "cfg", mirrorOf(ns[0], "cfg", map[string]string{"k": "v"}))
 	eventuallyPolicy(t, bad, synced(1, 1))
 
+	// The consent rules are the annotations': an excluded namespace gets
+	// no mirror, and the policy says why.
+	excluded := namespaces(t, "fm-excluded-", nil, "pol")[0]
+	create(t, ownedSecret(ns[0], "consent", nil, map[string]string{"k": "v"}))
+	consent := secretPolicy(ns[0], "consent", []string{"consent"}, ns[1], excluded)
+	create(t, consent)
+	eventuallySecret(t, ns[1], "consent", mirrorOf(ns[0], "consent", nil))
+	eventuallyPolicy(t, consent, func(g Gomega, p *v1alpha1.MirrorPolicy) {
+		g.Expect(p.Status.TargetsSynced).To(Equal(int32(1)))
+		g.Expect(condition(g, p, v1alpha1.ConditionDegraded, metav1.ConditionTrue, "NamespaceRefused")).To(ContainSubstring(excluded))
+	})
+	consistentlyAbsent(t, excluded, "consent")
+
+	// What may never be a source is refused, named by a policy or not.
+	release := ownedSecret(ns[0], "sh.helm.release.v1.web.v1", nil, map[string]string{"release": "x"})
+	release.Type = "helm.sh/release.v1"
+	create(t, release)
+	helmPolicy := secretPolicy(ns[0], "helm", []string{release.Name}, ns[1])
+	create(t, helmPolicy)
+	eventuallyPolicy(t, helmPolicy, func(g Gomega, p *v1alpha1.MirrorPolicy) {
+		g.Expect(condition(g, p, v1alpha1.ConditionDegraded, metav1.ConditionTrue, "SourceRefused")).To(ContainSubstring("helm.sh/release.v1"))
+	})
+	consistentlyAbsent(t, ns[1], release.Name)
+
 	// The kind's watches for policies are the narrow ones (see
 	// TestListsAndWatchesAreFiltered): nothing here watched every Secret.
 	for _, r := range allRequests() {
 		if r.Method == "GET" && r.URL.Path == "/api/v1/namespaces/"+ns[0]+"/secrets" {
-			NewWithT(t).Expect(r.URL.Query().Get("fieldSelector")).To(Equal("metadata.name=cfg"), "GET %s", r.URL.RequestURI())
+			NewWithT(t).Expect(r.URL.Query().Get("fieldSelector")).To(HavePrefix("metadata.name="), "GET %s", r.URL.RequestURI())
 		}
 	}
 	NewWithT(t).Expect(slices.ContainsFunc(allRequests(), func(r request) bool {
