@@ -80,6 +80,7 @@ type policies struct {
 	state    sync.Map // Key (Policy) -> policyState
 	outcomes sync.Map // Key (source) -> *sync.Map of policy id -> policyOutcome
 	waiting  sync.Map // Key (Policy) -> time.Time: first seen waiting for its kind
+	pending  sync.Map // Key (Policy) -> time.Time: first seen with sources not looked at
 }
 
 // policyKey is the work queue item of the policy id in cluster.
@@ -251,6 +252,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		held := c.UnwatchPolicySources(id)
 		r.policies.state.Delete(key)
 		r.policies.waiting.Delete(key)
+		r.policies.pending.Delete(key)
 		r.enqueueSources(c, key, held)
 		r.fleet.KindsChanged()
 		return Result{}, nil
@@ -328,9 +330,26 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		}
 	}
 
-	// 5. The status, from what each source's last reconcile found.
-	return r.writePolicyStatus(ctx, c, p, r.aggregate(c, p, id, gvk, sources))
+	// 5. The status, from what each source's last reconcile found. The
+	// sources enqueued above are being looked at, and each enqueues the
+	// policy again when done: saying Pending meanwhile would only flap a
+	// Ready policy (after a restart no source has an outcome yet). Pending
+	// is said once it lasts pendingGrace.
+	st, pending := r.aggregate(c, p, id, gvk, sources)
+	if pending == 0 {
+		r.policies.pending.Delete(key)
+	} else {
+		since, _ := r.policies.pending.LoadOrStore(key, time.Now())
+		if wait := pendingGrace - time.Since(since.(time.Time)); wait > 0 {
+			return Result{RequeueAfter: wait}, nil
+		}
+	}
+	return r.writePolicyStatus(ctx, c, p, st)
 }
+
+// pendingGrace is how long a policy's sources may go without an outcome
+// before its status says Pending.
+const pendingGrace = 5 * time.Second
 
 // kindWait is how long a policy waits for its kind to be watched before
 // it says the agent does not mirror it.
@@ -406,20 +425,20 @@ func (r *Reconciler) failedStatus(p *v1alpha1.MirrorPolicy, reason, msg string) 
 }
 
 // aggregate is the writer's part of p's next status, from what the last
-// reconcile of each of its sources found. The hub has nothing to say of a
+// reconcile of each of its sources found, and how many have no outcome yet. The hub has nothing to say of a
 // policy without CLUSTER/NS entries.
-func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id string, gvk schema.GroupVersionKind, sources []*unstructured.Unstructured) v1alpha1.MirrorPolicyStatus {
+func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id string, gvk schema.GroupVersionKind, sources []*unstructured.Unstructured) (st v1alpha1.MirrorPolicyStatus, pending int) {
 	sp := r.statusPart()
-	st := sp.own(p.Status)
+	st = sp.own(p.Status)
 	if sp.remote {
 		if req := policy.Request(&p.Spec); len(req.Remote) == 0 && req.RemoteNamespaceSelector() == nil {
-			return v1alpha1.MirrorPolicyStatus{}
+			return v1alpha1.MirrorPolicyStatus{}, 0
 		}
 	} else {
 		st.ObservedGeneration = p.Generation
 	}
 	var synced, conflicts int32
-	pending, problems, reason := 0, []string{}, ""
+	problems, reason := []string{}, ""
 	for _, s := range sources {
 		o, ok := r.outcome(sourceKey(c, gvk, s), id)
 		if !ok {
@@ -456,7 +475,7 @@ func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id
 	default:
 		set(&st, p, sp.ready, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("%d sources, %d mirrors in place", len(sources), synced))
 	}
-	return st
+	return st, pending
 }
 
 // writePolicyStatus applies st, the writer's part of p's status, when it

@@ -298,3 +298,32 @@ func TestPolicyRefusals(t *testing.T) {
 		return r.URL.Path == "/api/v1/namespaces/"+ns[0]+"/secrets"
 	})).To(BeTrue(), "the policy's source was watched in its namespace")
 }
+
+// Restarted, the agent rewrites nothing of a policy whose mirrors are in
+// place: its status does not flap through Pending while the new agent
+// looks at its sources, and no Event repeats what was said.
+func TestPolicyRestartWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespaces(t, "polrestart", nil, "src", "a", "probe")
+	create(t, ownedSecret(ns[0], "steady", nil, map[string]string{"k": "v"}))
+	steady := secretPolicy(ns[0], "steady", []string{"steady"}, ns[1])
+	create(t, steady)
+	eventuallyPolicy(t, steady, synced(1, 1))
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(steady), steady)).To(Succeed())
+	events := len(eventsFor(ns[0], "steady", "MirrorsSynced"))
+
+	start := stopAgent(t)
+	start()
+	// The new agent is working once a policy created after it started has
+	// its mirror.
+	create(t, ownedSecret(ns[0], "probe", nil, map[string]string{"k": "v"}))
+	create(t, secretPolicy(ns[0], "probe", []string{"probe"}, ns[2]))
+	eventuallySecret(t, ns[2], "probe", nil)
+
+	g.Consistently(func() string {
+		got := &v1alpha1.MirrorPolicy{}
+		_ = k8s.Get(context.Background(), client.ObjectKeyFromObject(steady), got)
+		return got.ResourceVersion
+	}, settle, poll).Should(Equal(steady.ResourceVersion), "the policy was rewritten after a restart with nothing changed")
+	g.Expect(eventsFor(ns[0], "steady", "MirrorsSynced")).To(HaveLen(events))
+}
