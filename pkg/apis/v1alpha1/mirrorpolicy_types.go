@@ -172,7 +172,3 @@ const (
 	ConditionRemoteReady    = "RemoteReady"
 	ConditionRemoteDegraded = "RemoteDegraded"
 )
-
-func init() {
-	SchemeBuilder.Register(&MirrorPolicy{}, &MirrorPolicyList{})
-}
