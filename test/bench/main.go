@@ -96,6 +96,11 @@ type options struct {
 	// hubFleetModes are the modes hub-fleet runs one after the other
 	// (hubFleetModes); none: one run as the other flags say.
 	hubFleetModes string
+	// sourceModes are the source modes member-small and member-large run
+	// one after the other (sourceModeOrder), compared when more than one.
+	sourceModes string
+	// sourceMode is this run's: annotations or policies.
+	sourceMode string
 }
 
 // hubFleetMode is a way to run hub-fleet's hub: the flags it adds to the
@@ -166,6 +171,7 @@ func run() int {
 	fs.BoolVar(&o.pprof, "pprof", false, "Start the agent with --pprof-bind-address on a free port (printed) to profile it during the run.")
 	fs.StringVar(&o.agentArgs, "agent-args", "", "Extra flags for the agent, space-separated, appended to the standard ones.")
 	fs.StringVar(&o.hubFleetModes, "hub-fleet-modes", "two-kinds,discovery", "hub-fleet: the modes to run one after the other, comma-separated, then compared per cluster: "+strings.Join(hubFleetModeOrder, ", ")+"; empty: one run as -agent-args and -member-kinds-objects say.")
+	fs.StringVar(&o.sourceModes, "source-modes", sourceAnnotations, "member-small, member-large: how the sources ask for their mirrors, comma-separated, each mode a run of its own on fresh API servers, then compared figure by figure: "+sourceAnnotations+" (labelled and annotated sources), "+sourcePolicies+" (the same sources without our label or annotations, named by MirrorPolicies with the same targets); both = "+sourceAnnotations+","+sourcePolicies+".")
 	_ = fs.Parse(os.Args[1:])
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
@@ -223,14 +229,15 @@ func run() int {
 			return 2
 		}
 		var compared []modeResult
+		var bySource []*Result
 		for _, r := range runs {
 			if ctx.Err() != nil {
 				break
 			}
 			if r.mode != "" {
-				fmt.Printf("\n== %s, mode %s: %s\n", w, r.mode, hubFleetModes[r.mode].doc)
+				fmt.Printf("\n== %s, mode %s: %s\n", w, r.mode, r.doc)
 			}
-			b := &bench{opts: r.opts, workload: w, scale: o.scaleFor(w), bins: bins, work: filepath.Join(work, r.label)}
+			b := &bench{opts: r.opts, workload: w, label: r.label, scale: o.scaleFor(w), bins: bins, work: filepath.Join(work, r.label)}
 			res, err := b.run(ctx)
 			if res != nil {
 				res.print(os.Stdout)
@@ -243,6 +250,9 @@ func run() int {
 				if r.mode != "" && res.Fleet != nil {
 					compared = append(compared, modeResult{mode: r.mode, fleet: res.Fleet})
 				}
+				if r.mode != "" && res.SourceMode != "" {
+					bySource = append(bySource, res)
+				}
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "bench %s: %v\n", r.label, err)
@@ -251,6 +261,9 @@ func run() int {
 		}
 		if len(compared) > 1 {
 			printModes(os.Stdout, w, compared)
+		}
+		if len(bySource) > 1 {
+			printSourceModes(os.Stdout, w, bySource)
 		}
 	}
 	if ctx.Err() != nil {

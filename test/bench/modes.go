@@ -4,22 +4,32 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
 )
 
 // benchRun is one run of a workload: with the command line's options, or
-// with those of one of hub-fleet's modes.
+// with those of one of its modes (hub-fleet's, or the member workloads'
+// source modes).
 type benchRun struct {
-	mode  string // "" when the workload has no modes
-	label string // names its results file
+	mode  string // "" when the workload runs once as the flags say
+	doc   string // what the mode does
+	label string // names its results file and logs
 	opts  *options
 }
 
-// runsOf returns the runs of workload w: one, or for hub-fleet one per
-// mode of -hub-fleet-modes, each adding its flags to -agent-args.
+// runsOf returns the runs of workload w: one; for hub-fleet one per mode
+// of -hub-fleet-modes, each adding its flags to -agent-args; for
+// member-small and member-large one per mode of -source-modes.
 func (o *options) runsOf(w string) ([]benchRun, error) {
+	if w == wlMemberSmall || w == wlMemberLarge {
+		return o.sourceRuns(w)
+	}
+	if w == o.workload && strings.TrimSpace(o.sourceModes) != sourceAnnotations {
+		return nil, fmt.Errorf("-source-modes: %s reads no MirrorPolicies; the source modes are member-small's and member-large's", w)
+	}
 	if w != wlHubFleet || strings.TrimSpace(o.hubFleetModes) == "" {
 		return []benchRun{{label: w, opts: o}}, nil
 	}
@@ -36,7 +46,42 @@ func (o *options) runsOf(w string) ([]benchRun, error) {
 		mo := *o
 		mo.agentArgs = strings.TrimSpace(o.agentArgs + " " + m.args)
 		mo.memberKinds = o.memberKinds || m.memberKinds
-		runs = append(runs, benchRun{mode: name, label: w + "-" + name, opts: &mo})
+		runs = append(runs, benchRun{mode: name, doc: m.doc, label: w + "-" + name, opts: &mo})
+	}
+	return runs, nil
+}
+
+// sourceRuns returns a member workload's runs, one per source mode of
+// -source-modes in the order given. The annotations' results keep the
+// workload's name; the policies' are <workload>-policies.
+func (o *options) sourceRuns(w string) ([]benchRun, error) {
+	var modes []string
+	for _, name := range strings.Split(o.sourceModes, ",") {
+		name = strings.TrimSpace(name)
+		names := []string{name}
+		if name == "both" {
+			names = sourceModeOrder
+		} else if _, ok := sourceModeDocs[name]; !ok {
+			return nil, fmt.Errorf("-source-modes: unknown mode %q (want %s or both)", name, strings.Join(sourceModeOrder, ", "))
+		}
+		for _, n := range names {
+			if !slices.Contains(modes, n) {
+				modes = append(modes, n)
+			}
+		}
+	}
+	var runs []benchRun
+	for _, m := range modes {
+		mo := *o
+		mo.sourceMode = m
+		r := benchRun{mode: m, doc: sourceModeDocs[m], label: w, opts: &mo}
+		if m != sourceAnnotations {
+			r.label = w + "-" + m
+		}
+		if len(modes) == 1 && m == sourceAnnotations {
+			r.mode = "" // as before source modes: no heading, no comparison
+		}
+		runs = append(runs, r)
 	}
 	return runs, nil
 }
@@ -76,4 +121,187 @@ func printModes(w io.Writer, workload string, results []modeResult) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.mode, watches, goroutines, rss, heap, idle)
 	}
 	_ = tw.Flush()
+}
+
+// sourceModeTolerance is issue 28's bound on how far the figures of
+// mirrors driven by policies may be from the annotated ones.
+const sourceModeTolerance = 0.10
+
+// figure is one figure of a run, to compare runs by.
+type figure struct {
+	name   string
+	value  float64
+	format string // of value
+	// requests are the agent's requests of a phase by "VERB resource",
+	// for the figures that sum them: the comparison names what differs.
+	requests counts
+}
+
+// figures lists the figures of a mirroring workload's result in the order
+// they are printed: the floor's first (no agent runs in it: their
+// difference between two runs is the machine's noise), then the agent's,
+// then the agent's requests and writes per phase, the API server's own
+// loopback traffic and the requests outside the REST API (the probes,
+// as many as the phase is long) left out.
+func figures(r *Result) []figure {
+	var fs []figure
+	add := func(name, format string, v float64) { fs = append(fs, figure{name: name, value: v, format: format}) }
+	const secs, count, mib = "%.3fs", "%.0f", "%.1f MiB"
+	if f := r.Floor; f != nil {
+		add("floor (no agent)", secs, f.Seconds)
+		if u := f.Updates; u != nil && u.Count > 0 {
+			add("update floor p95 (no agent)", secs, u.P95)
+		}
+	}
+	add("seed (untimed setup)", "%.2fs", r.SeedSeconds)
+	if c := r.Convergence; c != nil {
+		add("1 initial convergence", secs, c.Seconds)
+		add("  ready", secs, c.ReadySeconds)
+	}
+	if u := r.Updates; u != nil && u.Count > 0 {
+		add("2 update propagation p50", secs, u.P50)
+		add("  p95", secs, u.P95)
+		add("  p99", secs, u.P99)
+		add("  max", secs, u.Max)
+		add("  mean", secs, u.Mean)
+		add("  agent writes per update", "%.2f", u.AgentWritesPerUpdate)
+		add("  control-plane CPU per update", secs, u.ControlPlaneCPU)
+		add("  agent CPU per update", secs, u.AgentCPU)
+	}
+	if n := r.NewNamespace; n != nil {
+		add("3 new namespace", secs, n.Seconds)
+	}
+	if d := r.Deletion; d != nil {
+		add("4 deletion", secs, d.Seconds)
+	}
+	if s := r.Resync; s != nil {
+		add("5 restart: writes to Secrets/ConfigMaps", count, s.MirrorWrites)
+		add("  writes with Events", count, s.Writes)
+		add("  ready", secs, s.ReadySeconds)
+		add("  idle", secs, s.IdleSeconds)
+		add("  objects served on restart", count, s.ObjectsServed)
+	}
+	if p := r.NoiseProbe; p != nil {
+		add("  noise probe: agent's watch events", count, p.AgentWatchEvents)
+	}
+	if a := r.Resources.Agent; a != nil {
+		add("6 agent peak RSS", mib, a.PeakRSSMiB)
+		add("  RSS at the end", mib, a.RSSMiB)
+		add("  Go heap in use", mib, a.HeapInuseMiB)
+		add("  goroutines", count, a.Goroutines)
+		add("  agent CPU", "%.2fs", a.CPUSeconds)
+	}
+	if a := r.Resources.Restarted; a != nil {
+		add("  restarted agent peak RSS", mib, a.PeakRSSMiB)
+		add("  restarted agent CPU", "%.2fs", a.CPUSeconds)
+	}
+	if len(r.Phases) > 0 {
+		total, _, _ := r.watchRestarts()
+		add("watch restarts", count, total)
+	}
+	if e := r.EndState; e != nil {
+		add("mirrors at the end", count, float64(e.Mirrors))
+	}
+	for _, p := range r.Phases {
+		reqs := counts{}
+		for _, c := range p.Clusters {
+			for k, v := range c.Agent {
+				if !apiServerOwn(k) && !strings.HasSuffix(k, " "+nonResource) {
+					reqs[k] += v
+				}
+			}
+		}
+		var all, writes float64
+		for k, v := range reqs {
+			all += v
+			if verb, _, _ := strings.Cut(k, " "); writeVerbs.Has(verb) {
+				writes += v
+			}
+		}
+		fs = append(fs, figure{name: "requests: " + p.Name, value: all, format: count, requests: reqs},
+			figure{name: "  writes: " + p.Name, value: writes, format: count})
+	}
+	return fs
+}
+
+// comparison is one figure of two runs.
+type comparison struct {
+	name        string
+	base, other string
+	// rel is (other - base) / base; +Inf when base is 0 and other not.
+	rel     float64
+	outside bool
+	// detail names the requests that differ, for the requests of a phase.
+	detail string
+}
+
+// compare pairs the figures of two runs by name, in base's order; a
+// figure missing from either run (a run that failed early) is left out.
+func compare(base, other []figure) []comparison {
+	byName := map[string]figure{}
+	for _, f := range other {
+		byName[f.name] = f
+	}
+	var out []comparison
+	for _, b := range base {
+		o, ok := byName[b.name]
+		if !ok {
+			continue
+		}
+		c := comparison{name: b.name, base: fmt.Sprintf(b.format, b.value), other: fmt.Sprintf(o.format, o.value)}
+		switch {
+		case b.value == o.value:
+		case b.value == 0:
+			c.rel = math.Inf(1)
+		default:
+			c.rel = (o.value - b.value) / math.Abs(b.value)
+		}
+		c.outside = math.Abs(c.rel) > sourceModeTolerance
+		if b.requests != nil || o.requests != nil {
+			c.detail = formatSigned(counts(o.requests).sub(b.requests))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// formatSigned prints differences of counts sorted by key, with their sign.
+func formatSigned(c counts) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		parts = append(parts, fmt.Sprintf("%s %+.0f", k, c[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printSourceModes prints, figure by figure, how far each source mode's
+// run is from the first's (annotations), and which figures are outside
+// sourceModeTolerance.
+func printSourceModes(w io.Writer, workload string, results []*Result) {
+	base := results[0]
+	for _, r := range results[1:] {
+		fmt.Fprintf(w, "\n== %s: %s against %s (difference = (%s - %s) / %s; * outside ±%.0f %%)\n",
+			workload, r.SourceMode, base.SourceMode, r.SourceMode, base.SourceMode, base.SourceMode, sourceModeTolerance*100)
+		if base.Error != "" || r.Error != "" {
+			fmt.Fprintln(w, "a run ended in an error: its missing figures are left out")
+		}
+		rows := compare(figures(base), figures(r))
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "figure\t%s\t%s\tdifference\t\trequests that differ (agent's)\n", base.SourceMode, r.SourceMode)
+		var outside []string
+		for _, c := range rows {
+			diff, mark := fmt.Sprintf("%+.1f %%", c.rel*100), ""
+			if math.IsInf(c.rel, 1) {
+				diff = "from 0"
+			}
+			if c.outside {
+				mark = "*"
+				outside = append(outside, strings.TrimSpace(c.name))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.name, c.base, c.other, diff, mark, c.detail)
+		}
+		_ = tw.Flush()
+		fmt.Fprintf(w, "%d of %d figures outside ±%.0f %%: %s\n", len(outside), len(rows), sourceModeTolerance*100, strings.Join(outside, "; "))
+		fmt.Fprintln(w, "note: every phase is the same in both runs (no phase changes a source's annotations, so none changes a policy); the floor rows involve no agent: their difference is the machine's noise between the runs.")
+	}
 }

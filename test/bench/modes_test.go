@@ -2,32 +2,44 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 )
 
 func TestRunsOf(t *testing.T) {
 	for _, tc := range []struct {
-		name, workload, modes, agentArgs string
-		memberKinds                      bool
-		// want: label, agent args and member kinds of each run.
+		name, workload, modes, agentArgs, sourceModes string
+		memberKinds                                   bool
+		// want: label, agent args, member kinds and source mode of each run.
 		want    []string
 		wantErr string
 	}{
 		{name: "other workloads run once", workload: wlHubFaults, modes: "two-kinds,discovery", agentArgs: "--x=1",
-			want: []string{"hub-faults|--x=1|false"}},
+			want: []string{"hub-faults|--x=1|false|"}},
+		{name: "member workloads: annotations alone by default", workload: wlMemberSmall, modes: "two-kinds", sourceModes: "annotations",
+			want: []string{"member-small||false|annotations"}},
+		{name: "source modes in the order given", workload: wlMemberLarge, sourceModes: "policies, annotations,policies", agentArgs: "--x=1",
+			want: []string{"member-large-policies|--x=1|false|policies", "member-large|--x=1|false|annotations"}},
+		{name: "both", workload: wlMemberSmall, sourceModes: "both",
+			want: []string{"member-small||false|annotations", "member-small-policies||false|policies"}},
+		{name: "unknown source mode", workload: wlMemberSmall, sourceModes: "labels", wantErr: `unknown mode "labels"`},
+		{name: "no policies for the hub", workload: wlHub, sourceModes: "both", wantErr: "hub reads no MirrorPolicies"},
 		{name: "default modes", workload: wlHubFleet, modes: "two-kinds,discovery",
-			want: []string{"hub-fleet-two-kinds||false", "hub-fleet-discovery|--resource-types=|true"}},
+			want: []string{"hub-fleet-two-kinds||false|", "hub-fleet-discovery|--resource-types=|true|"}},
 		{name: "agent args kept, mode's appended", workload: wlHubFleet, modes: "discovery-without-members, discovery", agentArgs: "--pprof=x",
-			want: []string{"hub-fleet-discovery-without-members|--pprof=x --resource-types=|false", "hub-fleet-discovery|--pprof=x --resource-types=|true"}},
+			want: []string{"hub-fleet-discovery-without-members|--pprof=x --resource-types=|false|", "hub-fleet-discovery|--pprof=x --resource-types=|true|"}},
 		{name: "a mode once", workload: wlHubFleet, modes: "discovery,discovery",
-			want: []string{"hub-fleet-discovery|--resource-types=|true"}},
+			want: []string{"hub-fleet-discovery|--resource-types=|true|"}},
 		{name: "no modes: the flags as given", workload: wlHubFleet, modes: " ", agentArgs: "--resource-types=", memberKinds: true,
-			want: []string{"hub-fleet|--resource-types=|true"}},
+			want: []string{"hub-fleet|--resource-types=|true|"}},
 		{name: "unknown mode", workload: wlHubFleet, modes: "two-kinds,everything", wantErr: `unknown mode "everything"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &options{hubFleetModes: tc.modes, agentArgs: tc.agentArgs, memberKinds: tc.memberKinds}
+			if tc.sourceModes == "" {
+				tc.sourceModes = sourceAnnotations // the flag's default
+			}
+			o := &options{workload: tc.workload, hubFleetModes: tc.modes, agentArgs: tc.agentArgs, memberKinds: tc.memberKinds, sourceModes: tc.sourceModes}
 			runs, err := o.runsOf(tc.workload)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -40,7 +52,7 @@ func TestRunsOf(t *testing.T) {
 			}
 			var got []string
 			for _, r := range runs {
-				got = append(got, strings.Join([]string{r.label, r.opts.agentArgs, map[bool]string{true: "true", false: "false"}[r.opts.memberKinds]}, "|"))
+				got = append(got, strings.Join([]string{r.label, r.opts.agentArgs, map[bool]string{true: "true", false: "false"}[r.opts.memberKinds], r.opts.sourceMode}, "|"))
 			}
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Errorf("runs\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
@@ -60,6 +72,68 @@ func TestPrintModes(t *testing.T) {
 		{mode: "discovery", fleet: &hubFleet{}},
 	})
 	for _, want := range []string{"per registered cluster, by mode", "7.0 (configmaps 3, namespaces 1, secrets 3)", "14.9", "0.560 MiB", "6.0", "discovery"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("missing %q in\n%s", want, buf.String())
+		}
+	}
+}
+
+func TestCompareFigures(t *testing.T) {
+	r := func(converge, p95, rss float64, converged counts) *Result {
+		return &Result{
+			Convergence: &convergence{Seconds: converge},
+			Updates:     &latencies{Count: 1, P95: p95, AgentWritesPerUpdate: 200},
+			Resources:   resources{Agent: &usage{PeakRSSMiB: rss}},
+			Phases:      []*phase{{Name: "converge", Clusters: map[string]clusterCost{"cluster": {Agent: converged}}}},
+		}
+	}
+	annotated := r(2, 0.1, 40, counts{"POST secrets": 1200, "PUT leases.coordination.k8s.io": 7, "LIST secrets": 2, "GET (non-resource)": 5})
+	policies := r(2.1, 0.2, 40, counts{"POST secrets": 1200, "PATCH mirrorpolicies.fleetmirror.io/status": 2, "PUT leases.coordination.k8s.io": 9, "LIST secrets": 4})
+	got := map[string]comparison{}
+	for _, c := range compare(figures(annotated), figures(policies)) {
+		got[strings.TrimSpace(c.name)] = c
+	}
+	for _, tc := range []struct {
+		name, base, other, detail string
+		rel                       float64
+		outside                   bool
+	}{
+		{name: "1 initial convergence", base: "2.000s", other: "2.100s", rel: 0.05},
+		{name: "p95", base: "0.100s", other: "0.200s", rel: 1, outside: true},
+		{name: "agent writes per update", base: "200.00", other: "200.00"},
+		{name: "6 agent peak RSS", base: "40.0 MiB", other: "40.0 MiB"},
+		// The API server's own leases and the probes are left out; what
+		// differs is named.
+		{name: "requests: converge", base: "1202", other: "1206", rel: 4.0 / 1202, detail: "LIST secrets +2, PATCH mirrorpolicies.fleetmirror.io/status +2"},
+		{name: "writes: converge", base: "1200", other: "1202", rel: 2.0 / 1200},
+		{name: "update floor p95 (no agent)"}, // no floor: left out
+	} {
+		c, ok := got[tc.name]
+		if tc.base == "" {
+			if ok {
+				t.Errorf("%s: compared, want left out", tc.name)
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("%s: missing", tc.name)
+			continue
+		}
+		if c.base != tc.base || c.other != tc.other || math.Abs(c.rel-tc.rel) > 1e-9 || c.outside != tc.outside || c.detail != tc.detail {
+			t.Errorf("%s: %+v, want base %s other %s rel %v outside %v detail %q", tc.name, c, tc.base, tc.other, tc.rel, tc.outside, tc.detail)
+		}
+	}
+
+	// From zero is outside; zero to zero is no difference.
+	zero := compare([]figure{{name: "a", format: "%.0f"}, {name: "b", format: "%.0f"}}, []figure{{name: "a", value: 1, format: "%.0f"}, {name: "b", format: "%.0f"}})
+	if !math.IsInf(zero[0].rel, 1) || !zero[0].outside || zero[1].rel != 0 || zero[1].outside {
+		t.Errorf("from zero: %+v", zero)
+	}
+
+	var buf bytes.Buffer
+	annotated.SourceMode, policies.SourceMode = sourceAnnotations, sourcePolicies
+	printSourceModes(&buf, wlMemberSmall, []*Result{annotated, policies})
+	for _, want := range []string{"policies against annotations", "+100.0 %", "1 of ", "outside ±10 %: p95"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("missing %q in\n%s", want, buf.String())
 		}

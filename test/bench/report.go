@@ -20,6 +20,9 @@ type Result struct {
 	Machine  machine   `json:"machine"`
 	Scale    scale     `json:"scale"`
 	Agent    agentInfo `json:"agent"`
+	// SourceMode is how the member workloads' sources ask for their
+	// mirrors (-source-modes): annotations or policies.
+	SourceMode string `json:"sourceMode,omitempty"`
 	// Error is set when the workload did not run to its end.
 	Error string `json:"error,omitempty"`
 
@@ -231,12 +234,9 @@ func (r *Result) finish(err error) {
 	if r.IdleRequests != nil && r.Workload != wlHub {
 		var other []string
 		for k, v := range r.IdleRequests {
-			// Probes, and the API server's own loopback traffic: its
-			// identity lease, the kubernetes Service's endpoints and its
-			// service IP repair loop (the agent runs without leader
-			// election here).
-			if v > 0 && !strings.Contains(k, "(non-resource)") && !strings.HasSuffix(k, " endpoints") &&
-				!strings.HasSuffix(k, " leases.coordination.k8s.io") && k != "LIST services" {
+			// Probes, and the API server's own loopback traffic (the
+			// agent runs without leader election here).
+			if v > 0 && !strings.Contains(k, "(non-resource)") && !apiServerOwn(k) {
 				other = append(other, fmt.Sprintf("%s=%.0f", k, v))
 			}
 		}
@@ -294,6 +294,14 @@ func (r *Result) finish(err error) {
 	}
 }
 
+// apiServerOwn reports whether requests keyed "VERB resource" are the API
+// server's own loopback traffic, which the bench cannot tell from the
+// agent's: its identity lease, the kubernetes Service's endpoints and its
+// service IP repair loop.
+func apiServerOwn(key string) bool {
+	return strings.HasSuffix(key, " endpoints") || strings.HasSuffix(key, " leases.coordination.k8s.io") || key == "LIST services"
+}
+
 // agentResources are what the agent under test watches with the bench's
 // --resource-types. Restarts are summed over these alone: the API servers'
 // own informers (of nodes, roles, apiservices...) restart too on a loaded
@@ -337,6 +345,9 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "scale: %d namespaces, %d sources, %d noise, %d members, %d updates, %d cycles; %d mirrors expected\n",
 		s.Namespaces, s.Sources, s.Noise, s.Members, s.Updates, s.Cycles, r.ExpectedMirrors)
 	fmt.Fprintf(w, "agent: %s %s\n", r.Agent.Binary, strings.Join(r.Agent.Args, " "))
+	if r.SourceMode != "" {
+		fmt.Fprintf(w, "sources: %s (%s)\n", r.SourceMode, sourceModeDocs[r.SourceMode])
+	}
 	fmt.Fprint(w, binarySizes())
 	if r.Error != "" {
 		fmt.Fprintf(w, "ERROR: %s\n", r.Error)

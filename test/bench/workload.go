@@ -69,7 +69,7 @@ func newCluster(name string, fc *fleettest.Cluster) (*cluster, error) {
 	if c.cs, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	if c.ctrl, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme}); err != nil {
+	if c.ctrl, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
 	rawCfg := rest.CopyConfig(cfg)
@@ -98,6 +98,7 @@ type target struct {
 type bench struct {
 	opts     *options
 	workload string
+	label    string // names the run's results and logs: the workload[-mode]
 	scale    scale
 	bins     binaries
 	work     string
@@ -129,6 +130,7 @@ func (b *bench) run(ctx context.Context) (res *Result, err error) {
 		return nil, err
 	}
 	b.res = newResult(b.workload, b.scale)
+	b.res.SourceMode = b.opts.sourceMode
 	defer func() {
 		b.res.Machine.LoadAvgEnd = loadAvg()
 		b.res.finish(err)
@@ -192,6 +194,12 @@ func (b *bench) startFleet(members int) error {
 	}
 	b.clusters = append(b.clusters, clusters...)
 	b.srcC = b.clusters[0]
+	if b.policies() {
+		progress("%s: installing the MirrorPolicy CRD", b.workload)
+		if err := installPolicyCRD(b.srcC); err != nil {
+			return fmt.Errorf("installing the MirrorPolicy CRD: %w", err)
+		}
+	}
 	if b.hub() {
 		b.tgtC = b.clusters[1:]
 		b.groups = map[string][]*cluster{"hub": {b.srcC}, "members": b.tgtC}
@@ -392,7 +400,9 @@ func (b *bench) seed(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-
+	if b.policies() {
+		return b.createPolicies(ctx)
+	}
 	return nil
 }
 
@@ -434,18 +444,28 @@ func createNoise(ctx context.Context, c *cluster, ns, name string, secret bool, 
 	return err
 }
 
-func (b *bench) createSource(ctx context.Context, s *source) error {
-	targets := targetPrefix + "*"
+// targetsAsked is what the sources ask for, as the value of
+// fleetmirror.io/target-namespaces.
+func (b *bench) targetsAsked() string {
 	if b.hub() {
-		targets = "*/" + targets
+		return "*/" + targetPrefix + "*"
 	}
+	return targetPrefix + "*"
+}
+
+// createSource creates s: annotated, or in policy mode with none of our
+// labels and annotations, only the label its policy selects.
+func (b *bench) createSource(ctx context.Context, s *source) error {
 	meta := metav1.ObjectMeta{
 		Namespace: s.Namespace, Name: s.Name,
 		Labels: map[string]string{annotations.LabelEnabled: "true"},
 		Annotations: map[string]string{
 			annotations.AnnotationSync:             "true",
-			annotations.AnnotationTargetNamespaces: targets,
+			annotations.AnnotationTargetNamespaces: b.targetsAsked(),
 		},
+	}
+	if b.policies() {
+		meta.Labels, meta.Annotations = map[string]string{benchSourceLabel: "true"}, nil
 	}
 	var err error
 	if s.Kind == kindSecret {
@@ -496,7 +516,7 @@ func (b *bench) makeAgent(suffix string, extra ...string) (*agent, error) {
 		// the requests of an idle hub, probes included, as shipped.
 		base = append(base, "--cluster-probe-interval", "1s")
 	}
-	logPath := filepath.Join(b.opts.out, "logs", b.workload+"-"+name+suffix+".log")
+	logPath := filepath.Join(b.opts.out, "logs", b.label+"-"+name+suffix+".log")
 	_ = os.Remove(logPath)
 	// hub-churn and hub-fleet make the hub collect its garbage through the profiling
 	// endpoint before reading its live heap (settledHubStats).
