@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -141,12 +142,30 @@ func Label(m *dto.Metric, name string) string {
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment
-// ago.
+// ago, and that no earlier call in this process returned: the kernel may
+// hand a port just closed to the next bind to port 0, and two agents of
+// one test were given the same port that way (TestChartsRBAC: "bind:
+// address already in use").
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	handedOutMu.Lock()
+	defer handedOutMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := l.Addr().String()
+		if err := l.Close(); err != nil {
+			return "", err
+		}
+		if !handedOut[addr] {
+			handedOut[addr] = true
+			return addr, nil
+		}
 	}
-	addr := l.Addr().String()
-	return addr, l.Close()
 }
+
+var (
+	handedOutMu sync.Mutex
+	handedOut   = map[string]bool{}
+)
