@@ -212,6 +212,10 @@ func HubRules(mappings []*meta.RESTMapping) []*rbacv1ac.PolicyRuleApplyConfigura
 	return append(rules,
 		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("namespaces").WithVerbs("get", "list", "watch"),
 		rbacv1ac.PolicyRule().WithAPIGroups("", "events.k8s.io").WithResources("events").WithVerbs("create", "patch"),
+		// The member's MirrorPolicies: read, and the hub's part of their
+		// status applied (the charts' fleetmirror.hubPolicyRules).
+		rbacv1ac.PolicyRule().WithAPIGroups("fleetmirror.io").WithResources("mirrorpolicies").WithVerbs("get", "list", "watch"),
+		rbacv1ac.PolicyRule().WithAPIGroups("fleetmirror.io").WithResources("mirrorpolicies/status").WithVerbs("patch"),
 	)
 }
 

@@ -131,6 +131,8 @@ func TestRegisterCluster(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"fleetmirror.io"}, Resources: []string{"mirrorpolicies"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"fleetmirror.io"}, Resources: []string{"mirrorpolicies/status"}, Verbs: []string{"patch"}},
 	}))
 
 	// Running it again updates in place.

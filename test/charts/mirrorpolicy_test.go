@@ -33,12 +33,20 @@ var policyRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"fleetmirror.io"}, Resources: []string{"mirrorpolicies/finalizers"}, Verbs: []string{"update"}},
 }
 
+// hubPolicyRules are the hub's rules on MirrorPolicies, in its own cluster
+// and through its identity in a member: it reads them and applies its part
+// of their status; their finalizer is the member agent's.
+var hubPolicyRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"fleetmirror.io"}, Resources: []string{"mirrorpolicies"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"fleetmirror.io"}, Resources: []string{"mirrorpolicies/status"}, Verbs: []string{"patch"}},
+}
+
 // agentRules are the rules the agent of chart has after its kind rules.
 func agentRules(chart string) []rbacv1.PolicyRule {
 	if chart == "member" {
 		return slices.Concat(commonRules, policyRules)
 	}
-	return commonRules
+	return slices.Concat(commonRules, hubPolicyRules)
 }
 
 // The user-facing ClusterRoles of the member chart, by name suffix.

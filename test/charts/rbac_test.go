@@ -178,8 +178,8 @@ func TestDiscoveryModeAggregates(t *testing.T) {
 		vals := values("config.resourceTypes", []any{})
 		if c.dir == "member" {
 			set(vals, "hubAccess.enabled", true)
-			// The hub's identity serves no MirrorPolicies.
-			roles = append(roles, role{full + "-hub", "fleetmirror.io/aggregate-to-" + full + "-hub", commonRules})
+			// The hub's identity reads MirrorPolicies, as the hub does.
+			roles = append(roles, role{full + "-hub", "fleetmirror.io/aggregate-to-" + full + "-hub", slices.Concat(commonRules, hubPolicyRules)})
 		}
 		ms := render(t, c.dir, vals)
 		for _, r := range roles {
@@ -368,7 +368,7 @@ func TestHubAccess(t *testing.T) {
 			if token.Type != corev1.SecretTypeServiceAccountToken || token.Annotations[corev1.ServiceAccountNameKey] != name || token.Namespace != releaseNamespace {
 				t.Errorf("token Secret %+v", token.ObjectMeta)
 			}
-			if got, want := clusterRoleRules(t, ms, "-hub"), slices.Concat(tc.want, commonRules); !reflect.DeepEqual(got, want) {
+			if got, want := clusterRoleRules(t, ms, "-hub"), slices.Concat(tc.want, commonRules, hubPolicyRules); !reflect.DeepEqual(got, want) {
 				t.Errorf("hub ClusterRole rules\n got %+v\nwant %+v", got, want)
 			}
 			var crb rbacv1.ClusterRoleBinding

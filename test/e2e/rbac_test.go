@@ -223,10 +223,13 @@ func TestChartsRBAC(t *testing.T) {
 			id.expectAllowed(t, servingPolicies...)
 			id.expectDenied(t, writingPolicies...)
 		}
-		// Only the member agent serves MirrorPolicies.
-		hubSA.expectDenied(t, servingPolicies...)
-		for _, m := range []*fleettest.Cluster{ma, mb} {
-			hubAccess[m.Name].expectDenied(t, servingPolicies...)
+		// The hub reads MirrorPolicies and applies its part of their
+		// status, in its own cluster and through its identity in the
+		// members; their finalizer and the rest are the member agent's.
+		for _, id := range []*identity{hubSA, hubAccess[ma.Name], hubAccess[mb.Name]} {
+			id.expectAllowed(t, readingPolicies...)
+			id.expectDenied(t, notReadingPolicies...)
+			id.expectDenied(t, writingPolicies...)
 		}
 		hubSA.expectAllowed(t, mirroring("")...)
 		hubSA.expectAllowed(t, leaderElection(systemNS, hubDeploy.leaseName)...)
@@ -336,6 +339,23 @@ var servingPolicies = []access{
 	{verb: "update", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "status", namespace: "default", name: "anything"},
 	{verb: "update", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "finalizers", namespace: "default", name: "anything"},
 }
+
+// readingPolicies is what the hub needs of MirrorPolicies: read them, apply
+// its part of their status; notReadingPolicies the member agent's rest.
+var (
+	readingPolicies = []access{
+		{verb: "get", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default", name: "anything"},
+		{verb: "list", group: "fleetmirror.io", resource: "mirrorpolicies"},
+		{verb: "watch", group: "fleetmirror.io", resource: "mirrorpolicies"},
+		{verb: "patch", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "status", namespace: "default", name: "anything"},
+	}
+	notReadingPolicies = []access{
+		{verb: "patch", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default", name: "anything"},
+		{verb: "update", group: "fleetmirror.io", resource: "mirrorpolicies", namespace: "default", name: "anything"},
+		{verb: "update", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "status", namespace: "default", name: "anything"},
+		{verb: "update", group: "fleetmirror.io", resource: "mirrorpolicies", subresource: "finalizers", namespace: "default", name: "anything"},
+	}
+)
 
 // writingPolicies is what only a policy's authors do: the agent never
 // creates or deletes a MirrorPolicy.

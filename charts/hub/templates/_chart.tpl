@@ -59,9 +59,9 @@ replicas gone for good).
 {{- toJson $roles }}
 {{- end }}
 
-{{/* ClusterRole rules only the hub has (none): a YAML list. */}}
+{{/* ClusterRole rules only the hub has: the MirrorPolicies of its own cluster. A YAML list. */}}
 {{- define "fleetmirror.chartClusterRules" -}}
-[]
+{{ include "fleetmirror.hubPolicyRules" . }}
 {{- end }}
 
 {{/* Flags only the hub has: a JSON list. */}}

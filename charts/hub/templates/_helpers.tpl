@@ -776,3 +776,18 @@ Command-line flags shared by both binaries, then the chart's own
 {{- fail "replicaCount > 1 requires leaderElection.enabled: replicas without leader election would all write" }}
 {{- end }}
 {{- end }}
+
+{{/*
+What the hub needs of the MirrorPolicies of a cluster it serves (its own,
+through its ServiceAccount; a member, through the hub-access identity):
+read them, and apply its own part of their status. It never sets their
+finalizer, creates or deletes one. A YAML list.
+*/}}
+{{- define "fleetmirror.hubPolicyRules" -}}
+- apiGroups: ["fleetmirror.io"]
+  resources: ["mirrorpolicies"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["fleetmirror.io"]
+  resources: ["mirrorpolicies/status"]
+  verbs: ["patch"]
+{{- end }}
