@@ -71,7 +71,6 @@ type policyOutcome struct {
 type policyState struct {
 	generation int64
 	deleting   bool
-	synced     bool
 }
 
 // policies is the reconciler's memory of policies and of the sources they
@@ -253,7 +252,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		r.policies.state.Delete(key)
 		r.policies.waiting.Delete(key)
 		r.policies.pending.Delete(key)
-		r.enqueueSources(c, key, held)
+		r.enqueueSources(c, held)
 		r.fleet.KindsChanged()
 		return Result{}, nil
 	}
@@ -265,7 +264,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	gvk, sel, err := policy.Source(&p.Spec)
 	if err != nil {
 		if p.DeletionTimestamp != nil && !r.readOnly(c) {
-			r.enqueueSources(c, key, c.UnwatchPolicySources(id))
+			r.enqueueSources(c, c.UnwatchPolicySources(id))
 			return Result{}, r.patchPolicyFinalizer(ctx, c, p, false)
 		}
 		return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonInvalidPolicy, err.Error()))
@@ -276,7 +275,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonKindNotMirrored, err.Error()))
 	}
 	if held != nil {
-		r.enqueueSources(c, key, held)
+		r.enqueueSources(c, held)
 		r.fleet.KindsChanged()
 	}
 	sources, synced := c.PolicySourcesOf(id)
@@ -297,9 +296,9 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 
 	// 3. Once per change of the spec or of its deletion, and once its
 	// watches have synced, every source it holds is looked at.
-	now := policyState{generation: p.Generation, deleting: p.DeletionTimestamp != nil, synced: true}
+	now := policyState{generation: p.Generation, deleting: p.DeletionTimestamp != nil}
 	if prev, ok := r.policies.state.Swap(key, now); !ok || prev.(policyState) != now {
-		r.enqueueSources(c, key, sources)
+		r.enqueueSources(c, sources)
 	}
 
 	// 4. Deleted: the finalizer goes once no source it served has a
@@ -320,7 +319,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		}
 		// Its sources may be named by another policy, which mirrors them
 		// from now on.
-		r.enqueueSources(c, key, c.UnwatchPolicySources(id))
+		r.enqueueSources(c, c.UnwatchPolicySources(id))
 		r.fleet.KindsChanged()
 		return Result{}, r.patchPolicyFinalizer(ctx, c, p, false)
 	}
@@ -368,8 +367,8 @@ func sourceKey(c *clusters.Cluster, gvk schema.GroupVersionKind, s metav1.Object
 	return Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()}
 }
 
-// enqueueSources enqueues the sources of the policy key's kind.
-func (r *Reconciler) enqueueSources(c *clusters.Cluster, key Key, sources []*unstructured.Unstructured) {
+// enqueueSources enqueues sources, objects of c.
+func (r *Reconciler) enqueueSources(c *clusters.Cluster, sources []*unstructured.Unstructured) {
 	for _, s := range sources {
 		r.enqueue(Key{Cluster: c.Name(), GVK: s.GroupVersionKind(), Namespace: s.GetNamespace(), Name: s.GetName()})
 	}
