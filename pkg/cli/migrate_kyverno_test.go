@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -376,12 +375,7 @@ func TestMigrateKyverno(t *testing.T) {
 		g.Expect(out).NotTo(ContainSubstring("Kyverno"))
 	}
 
-	root, err := fleettest.RepoRoot()
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = envtest.InstallCRDs(api.Hub.Config, envtest.CRDInstallOptions{
-		Paths:              []string{filepath.Join(root, "pkg", "cli", "testdata", "kyverno-crds.yaml"), filepath.Join(root, "config", "crd")},
-		ErrorIfPathMissing: true,
-	})
+	_, err := fleettest.InstallPolicyCRD(api.Hub.Config, filepath.Join("pkg", "cli", "testdata", "kyverno-crds.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 
 	generate := func(source string) string {

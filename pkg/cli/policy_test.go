@@ -21,7 +21,7 @@ import (
 func TestStatusAndWhyOfPolicySource(t *testing.T) {
 	k8s := setup(t)
 	g := NewWithT(t)
-	g.Expect(fleettest.InstallPolicyCRD(api.Hub)).To(Succeed())
+	g.Expect(fleettest.InstallPolicyCRD(api.Hub.Config)).Error().NotTo(HaveOccurred())
 	ns := newNamespaces(t, "polsrc", "pola", "polb")
 	src, a, b := ns[0], ns[1], ns[2]
 	ctx := context.Background()

@@ -189,3 +189,44 @@ func TestPending(t *testing.T) {
 		}
 	}
 }
+
+// TestFixesEditTheRequest: the fixes of why name where the source's
+// request is edited: its annotations, or the spec of the MirrorPolicy that
+// names it.
+func TestFixesEditTheRequest(t *testing.T) {
+	var agent Agent
+	agent.Options.MaxTargets = 50
+	excluded := func(reason string) []Target {
+		return []Target{{Cluster: agent.Options.ClusterName, Namespace: "b", State: Excluded, Reason: reason}}
+	}
+	for _, tt := range []struct {
+		name    string
+		source  Source
+		targets []Target
+		in      string
+		want    string
+	}{
+		{"no entries, annotations", Source{Enabled: true, Sync: true}, nil, "",
+			"kubectl annotate --overwrite secret/db -n a fleetmirror.io/target-namespaces=NAMESPACE,..."},
+		{"no entries, policy", Source{Enabled: true, Sync: true, Policy: "p"}, nil, "",
+			"kubectl edit mirrorpolicy/p -n a (spec.targetNamespaces)"},
+		{"not matched, annotations", Source{Enabled: true, Sync: true, Entries: []string{"c"}}, excluded("NotMatched: not named"), "b",
+			"add b to fleetmirror.io/target-namespaces on secret/db -n a"},
+		{"not matched, policy", Source{Enabled: true, Sync: true, Entries: []string{"c"}, Policy: "p"}, excluded("NotMatched: not named"), "b",
+			"add b to spec.targetNamespaces of mirrorpolicy/p -n a"},
+		{"over the limit, policy", Source{Enabled: true, Sync: true, Entries: []string{"all"}, Policy: "p"}, excluded("OverLimit: over the limit"), "b",
+			"raise spec.maxTargets of mirrorpolicy/p -n a (up to the agent's --max-targets, 50), or target fewer namespaces"},
+		{"selector, policy", Source{Enabled: true, Sync: true, NamespaceSelector: "team=x", Policy: "p"}, excluded("NotMatched: fleetmirror.io/target-namespace-selector does not select it"), "b",
+			"kubectl label namespace b team=x (if its owners agree), or add b to spec.targetNamespaces of mirrorpolicy/p -n a"},
+		{"missing namespace, policy", Source{Enabled: true, Sync: true, Entries: []string{"c"}, Policy: "p"}, nil, "b",
+			"kubectl create namespace b (and name it in spec.targetNamespaces of mirrorpolicy/p -n a)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.source.Kind, tt.source.Namespace, tt.source.Name = "Secret", "a", "db"
+			a := explain(&Report{Source: tt.source, Targets: tt.targets}, agent, tt.in)
+			if a.Fix != tt.want {
+				t.Errorf("fix:\n got %q\nwant %q\n(cause %q)", a.Fix, tt.want, a.Cause)
+			}
+		})
+	}
+}

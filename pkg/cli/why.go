@@ -80,10 +80,6 @@ func explain(r *Report, agent Agent, in string) Answer {
 	a := explainSource(r, agent, in)
 	if p := r.Source.Policy; p != "" {
 		a.Cause = fmt.Sprintf("Named by MirrorPolicy %s, which asks for it what annotations would. %s", p, a.Cause)
-		a.Fix = strings.ReplaceAll(a.Fix, fmt.Sprintf("kubectl annotate --overwrite %s %s=NAMESPACE,...", sourceArg(r.Source), annotations.AnnotationTargetNamespaces),
-			fmt.Sprintf("kubectl edit mirrorpolicy/%s -n %s (spec.targetNamespaces)", p, r.Source.Namespace))
-		a.Fix = strings.ReplaceAll(a.Fix, fmt.Sprintf("%s on %s", annotations.AnnotationTargetNamespaces, sourceArg(r.Source)),
-			fmt.Sprintf("spec.targetNamespaces of mirrorpolicy/%s -n %s", p, r.Source.Namespace))
 	}
 	if others := r.Source.OtherPolicies; len(others) > 0 {
 		a.Cause += fmt.Sprintf(" MirrorPolicy %s names it too and does not mirror it: the first claim keeps a source (docs/policies.md).", strings.Join(others, ", "))
@@ -96,10 +92,47 @@ func sourceArg(s Source) string {
 	return fmt.Sprintf("%s/%s -n %s", strings.ToLower(s.Kind), s.Name, s.Namespace)
 }
 
+// requestAt is where a source's request is edited, for the fixes: its own
+// annotations, or the spec of the MirrorPolicy that names it.
+type requestAt struct {
+	obj    string // the source, as sourceArg names it
+	policy string // the policy's "mirrorpolicy/NAME -n NS", if one names it
+}
+
+func requestOf(s Source) requestAt {
+	at := requestAt{obj: sourceArg(s)}
+	if s.Policy != "" {
+		at.policy = fmt.Sprintf("mirrorpolicy/%s -n %s", s.Policy, s.Namespace)
+	}
+	return at
+}
+
+// field names where the annotation key (or the policy's spec field) is
+// set.
+func (at requestAt) field(key, specField string) string {
+	if at.policy != "" {
+		return fmt.Sprintf("spec.%s of %s", specField, at.policy)
+	}
+	return fmt.Sprintf("%s on %s", key, at.obj)
+}
+
+// setTargets is the command that sets the target namespaces.
+func (at requestAt) setTargets() string {
+	if at.policy != "" {
+		return fmt.Sprintf("kubectl edit %s (spec.targetNamespaces)", at.policy)
+	}
+	return fmt.Sprintf("kubectl annotate --overwrite %s %s=NAMESPACE,...", at.obj, annotations.AnnotationTargetNamespaces)
+}
+
+// addTarget says how to name in among the targets.
+func (at requestAt) addTarget(in string) string {
+	return fmt.Sprintf("add %s to %s", in, at.field(annotations.AnnotationTargetNamespaces, "targetNamespaces"))
+}
+
 // explainSource answers why for a source from its report.
 func explainSource(r *Report, agent Agent, in string) Answer {
 	s := r.Source
-	obj := sourceArg(s)
+	obj, at := sourceArg(s), requestOf(s)
 	switch {
 	case s.NotWatched != "":
 		return Answer{
@@ -140,9 +173,9 @@ func explainSource(r *Report, agent Agent, in string) Answer {
 		if len(s.Problems) > 0 {
 			cause += " " + strings.Join(s.Problems, "; ")
 		}
-		return Answer{Cause: cause, Fix: fmt.Sprintf("kubectl annotate --overwrite %s %s=NAMESPACE,...", obj, annotations.AnnotationTargetNamespaces)}
+		return Answer{Cause: cause, Fix: at.setTargets()}
 	case in != "":
-		return explainIn(r, agent, obj, in)
+		return explainIn(r, agent, at, in)
 	}
 	return summary(r)
 }
@@ -151,7 +184,7 @@ func explainSource(r *Report, agent Agent, in string) Answer {
 // source's own cluster, or CLUSTER/NS (rows of --hub-context). A decision
 // about a whole cluster (unreachable, not selected) answers for each of its
 // namespaces.
-func explainIn(r *Report, agent Agent, obj, in string) Answer {
+func explainIn(r *Report, agent Agent, at requestAt, in string) Answer {
 	selector := r.Source.NamespaceSelector
 	cluster, ns, remote := strings.Cut(in, "/")
 	if !remote {
@@ -177,19 +210,19 @@ func explainIn(r *Report, agent Agent, obj, in string) Answer {
 			return Answer{Cause: fmt.Sprintf("%s is a target; its state is %s: %s.", in, t.State, t.Reason), Fix: stateFix(t.State, in)}
 		}
 		reason, msg, _ := strings.Cut(t.Reason, ": ")
-		fix := decisionFix(targets.Reason(reason), agent, obj, in)
+		fix := decisionFix(targets.Reason(reason), agent, at, in)
 		if targets.Reason(reason) == targets.NotMatched && strings.Contains(msg, annotations.AnnotationTargetNamespaceSelector) {
-			fix = selectFix(obj, in, ns, selector)
+			fix = selectFix(at, in, ns, selector)
 		}
 		return Answer{Cause: fmt.Sprintf("Not mirrored into %s: %s.", in, msg), Fix: fix}
 	}
 	return Answer{
 		Cause: fmt.Sprintf("Not mirrored into %s: the namespace does not exist.", in),
-		Fix:   fmt.Sprintf("kubectl create namespace %s (and name it in %s)", in, annotations.AnnotationTargetNamespaces),
+		Fix:   fmt.Sprintf("kubectl create namespace %s (and name it in %s)", in, at.field(annotations.AnnotationTargetNamespaces, "targetNamespaces")),
 	}
 }
 
-func decisionFix(reason targets.Reason, agent Agent, obj, in string) string {
+func decisionFix(reason targets.Reason, agent Agent, at requestAt, in string) string {
 	switch reason {
 	case targets.ExcludedNamespace:
 		return fmt.Sprintf("the operator's policy decides this: the member agent's --excluded-namespaces / --included-namespaces (%s)", agent.Describe())
@@ -198,11 +231,11 @@ func decisionFix(reason targets.Reason, agent Agent, obj, in string) string {
 	case targets.NotLabeled:
 		return fmt.Sprintf("kubectl label namespace %s %s=true", in, annotations.LabelAllowMirrors)
 	case targets.NotMatched:
-		return fmt.Sprintf("add %s to %s on %s", in, annotations.AnnotationTargetNamespaces, obj)
+		return at.addTarget(in)
 	case targets.MissingNamespace:
 		return "kubectl create namespace " + in
 	case targets.OverLimit:
-		return fmt.Sprintf("raise %s on the source (up to the agent's --max-targets, %d), or target fewer namespaces", annotations.AnnotationMaxTargets, agent.Options.MaxTargets)
+		return fmt.Sprintf("raise %s (up to the agent's --max-targets, %d), or target fewer namespaces", at.field(annotations.AnnotationMaxTargets, "maxTargets"), agent.Options.MaxTargets)
 	case targets.SourceNamespace:
 		return "none: the source itself is there"
 	case targets.Terminating:
@@ -215,11 +248,12 @@ func decisionFix(reason targets.Reason, agent Agent, obj, in string) string {
 // namespace selector does not select it: name it, or label it so that the
 // selector does, with the labels to set when the selector only asks for
 // values.
-func selectFix(obj, in, ns, selector string) string {
-	named := fmt.Sprintf("add %s to %s on %s", in, annotations.AnnotationTargetNamespaces, obj)
+func selectFix(at requestAt, in, ns, selector string) string {
+	named := at.addTarget(in)
+	selField := at.field(annotations.AnnotationTargetNamespaceSelector, "targetNamespaceSelector")
 	sel, err := labels.Parse(selector)
 	if err != nil || selector == "" {
-		return fmt.Sprintf("fix %s, which selects nothing while it is invalid, or %s", annotations.AnnotationTargetNamespaceSelector, named)
+		return fmt.Sprintf("fix %s, which selects nothing while it is invalid, or %s", selField, named)
 	}
 	reqs, _ := sel.Requirements()
 	set := map[string]string{}
@@ -228,7 +262,7 @@ func selectFix(obj, in, ns, selector string) string {
 		_, twice := set[r.Key()]
 		if twice || len(values) == 0 || r.Operator() != selection.Equals && r.Operator() != selection.DoubleEquals && r.Operator() != selection.In {
 			// Absent labels, other values, existence: no one command says it.
-			return fmt.Sprintf("%s, or label namespace %s so that %s %q selects it", named, ns, annotations.AnnotationTargetNamespaceSelector, selector)
+			return fmt.Sprintf("%s, or label namespace %s so that %s %q selects it", named, ns, selField, selector)
 		}
 		set[r.Key()] = values[0]
 	}

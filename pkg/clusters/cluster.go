@@ -111,9 +111,12 @@ type Cluster struct {
 	// (policies.go).
 	policies     *watch
 	stopPolicies context.CancelFunc
-	selected     map[string]*policyWatch
-	ctx          context.Context // set by Start; parent of every watch
-	closed       bool            // set by Close; no watch starts again
+	// policiesRefused is why the agent may not list MirrorPolicies here,
+	// until ResetPresence.
+	policiesRefused error
+	selected        map[string]*policyWatch
+	ctx             context.Context // set by Start; parent of every watch
+	closed          bool            // set by Close; no watch starts again
 }
 
 // kindWatch holds the watches of one kind in a cluster. Its watches are

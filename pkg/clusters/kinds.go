@@ -74,8 +74,8 @@ type KindOptions struct {
 	// InvalidKindsObject, when set, is told of each invalid kinds object.
 	InvalidKindsObject func(c *Cluster, obj *unstructured.Unstructured, err error)
 	// Policies watches each cluster's MirrorPolicies where the cluster
-	// serves them (WatchPolicies, asked again every pass), and counts a
-	// kind a policy names as used.
+	// serves them (WatchPolicies, asked again every pass; after a refusal,
+	// at the next discovery), and counts a kind a policy names as used.
 	Policies bool
 }
 
@@ -145,9 +145,6 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	// are settled.
 	failed, incomplete := map[*Cluster]bool{}, map[*Cluster]bool{}
 	for _, c := range cs {
-		if k.opts.Policies {
-			k.watchPolicies(ctx, c)
-		}
 		kinds, err := k.candidates(ctx, c)
 		if err != nil {
 			log.V(1).Info("Discovery failed", "cluster", c.Name(), "error", err.Error())
@@ -156,6 +153,11 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 		}
 		candidates[c] = kinds
 		all.Insert(kinds...)
+		// After discovery, which may have reset a refusal; before usage,
+		// which counts the kinds the cached policies name.
+		if k.opts.Policies {
+			k.watchPolicies(ctx, c)
+		}
 	}
 	for gvk := range all {
 		needed, unknown := true, false
@@ -270,7 +272,10 @@ func (k *Kinds) watchPolicies(ctx context.Context, c *Cluster) {
 		c.UnwatchPolicies()
 		return
 	}
-	if _, err := c.WatchPolicies(ctx); err != nil {
+	switch _, err := c.WatchPolicies(ctx); {
+	case apierrors.IsForbidden(err):
+		k.notListable(ctx, c, PolicyGVK, err)
+	case err != nil:
 		logf.FromContext(ctx).V(1).Info("Cannot watch MirrorPolicies", "cluster", c.Name(), "error", err.Error())
 	}
 }
@@ -404,15 +409,19 @@ func (k *Kinds) usage(ctx context.Context, cs []*Cluster, gvk schema.GroupVersio
 }
 
 // notListable logs, once per cluster and kind, that the agent may not list
-// gvk in c.
+// gvk (a kind to mirror, or MirrorPolicies) in c.
 func (k *Kinds) notListable(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind, err error) {
 	key := c.Name() + "/" + gvk.String()
 	k.mu.Lock()
 	seen := k.unlistable[key]
 	k.unlistable[key] = true
 	k.mu.Unlock()
+	msg := "Kind not mirrored: the agent may not list it; grant it to mirror it"
+	if gvk == PolicyGVK {
+		msg = "MirrorPolicies not served: the agent may not list them; grant it (the charts' RBAC does) to serve them"
+	}
 	if !seen {
-		logf.FromContext(ctx).Info("Kind not mirrored: the agent may not list it; grant it to mirror it", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
+		logf.FromContext(ctx).Info(msg, "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
 	}
 }
 

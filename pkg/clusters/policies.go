@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
+	"github.com/fleetmirror/fleetmirror/pkg/policy"
 )
 
 // PolicyGVK is the kind of MirrorPolicies.
@@ -49,31 +49,39 @@ type policyWatch struct {
 }
 
 // WatchPolicies starts the watch of the cluster's MirrorPolicies, in every
-// namespace, unless it runs; their events go to Handler.Policy. It reports
-// false with no error when the cluster does not serve MirrorPolicies (the
-// CRD is not installed) or the agent may not list them: a cluster without
-// the feature pays nothing for it. It is cheap to call again.
+// namespace, unless it runs; their events go to Handler.Policy. It returns
+// once the policies are cached, so that the kinds pass that calls it knows
+// which kinds they name. It reports false when the cluster does not serve
+// MirrorPolicies (the CRD is not installed: no error) or the agent may not
+// list them (the refusal, remembered until ResetPresence, so that the
+// cluster is not asked every pass): a cluster without the feature pays
+// nothing for it. It is cheap to call again.
 func (c *Cluster) WatchPolicies(ctx context.Context) (bool, error) {
 	c.mu.Lock()
-	running := c.policies != nil
+	running, refused := c.policies != nil, c.policiesRefused
 	c.mu.Unlock()
-	if running {
+	switch {
+	case running:
 		return true, nil
+	case refused != nil:
+		return false, refused
 	}
 	mapping, err := c.namespacedMapping(PolicyGVK)
 	if err != nil {
 		return false, nil //nolint:nilerr // not served: no policies here
 	}
-	// One small LIST first: a watch the agent may not open would retry
-	// forever; an agent installed without the permission goes without
-	// policies, and its operator reads why in the log.
-	if _, err := c.md.Resource(mapping.Resource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	w := c.watch(mapping.Resource, labels.Everything(), nil, toPolicy)
+	// The watch's first list is made here, not by its loop: a watch the
+	// agent may not open would retry forever, and an agent installed
+	// without the permission goes without policies, as the log says.
+	if err := w.listFirst(ctx); err != nil {
 		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
-			return false, nil
+			c.mu.Lock()
+			c.policiesRefused = err
+			c.mu.Unlock()
 		}
 		return false, err
 	}
-	w := c.watch(mapping.Resource, labels.Everything(), nil, toPolicy)
 	w.setHandler(func(obj any, deleted bool) {
 		if p, ok := obj.(*v1alpha1.MirrorPolicy); ok {
 			c.opts.Handler.Policy(c.opts.Name, p, deleted)
@@ -169,9 +177,20 @@ func (c *Cluster) WatchPolicySources(id string, spec PolicySources) ([]*unstruct
 	}
 	pw := &policyWatch{spec: spec}
 	events := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(spec.GVK), c.opts.Name, "policy-sources")
+	// The policy waits for its watches to sync before it looks at its
+	// sources; the last one to sync wakes it.
+	wake := func() {
+		if !pw.synced() {
+			return
+		}
+		if p, ok := c.Policy(SplitPolicyID(id)); ok {
+			c.opts.Handler.Policy(c.opts.Name, p, false)
+		}
+	}
 	add := func(sel labels.Selector, fsel fields.Selector) {
 		src := c.watchSourceIn(mapping.Resource, spec.Namespace, sel, fsel, false)
 		w := c.followHealth(newWatch(src, mapping.Resource.String()+" "+spec.Namespace+" "+sel.String()+" "+fsel.String(), c.opts.Resync, nil, stripMetadata))
+		w.store.onSynced = wake
 		w.setHandler(func(obj any, deleted bool) {
 			events.Inc()
 			if u, ok := obj.(*unstructured.Unstructured); ok {
@@ -246,11 +265,18 @@ func (c *Cluster) PoliciesNaming(gvk schema.GroupVersionKind, namespace, name st
 	return ids
 }
 
-// PolicyKinds returns the kinds that policies name.
+// PolicyKinds returns the kinds that policies name: those whose sources
+// are watched, and those the cached policies ask for, which a kinds pass
+// may know before any policy has been reconciled (after a restart).
 func (c *Cluster) PolicyKinds() sets.Set[schema.GroupVersionKind] {
+	kinds := sets.New[schema.GroupVersionKind]()
+	for _, p := range c.Policies() {
+		if gvk, _, err := policy.Source(&p.Spec); err == nil {
+			kinds.Insert(gvk)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	kinds := sets.New[schema.GroupVersionKind]()
 	for _, pw := range c.selected {
 		kinds.Insert(pw.spec.GVK)
 	}

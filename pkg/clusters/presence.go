@@ -104,10 +104,12 @@ func (c *Cluster) stopPresenceLocked(gvk schema.GroupVersionKind) {
 }
 
 // ResetPresence forgets the presences that failed (kinds the agent may not
-// list), to ask again: discovery may have changed, or RBAC.
+// list) and a refusal to list MirrorPolicies, to ask again: discovery may
+// have changed, or RBAC.
 func (c *Cluster) ResetPresence() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.policiesRefused = nil
 	for gvk, p := range c.presences {
 		if p.err != nil {
 			c.stopPresenceLocked(gvk)

@@ -64,6 +64,9 @@ type watch struct {
 	// or last brought an event (UnixNano). See current.
 	stream    atomic.Uint64
 	lastEvent atomic.Int64
+	// listed is the resourceVersion of a list stored before run (see
+	// listFirst): the first stream resumes from it.
+	listed string
 }
 
 // watchSource is where a watch reads: one collection of one cluster.
@@ -127,7 +130,7 @@ func (w *watch) run(ctx context.Context) {
 func (w *watch) loop(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("watch", w.description)
 	retry := newRetries(w.health, newWatchBackoff)
-	rv := "" // where the next watch resumes; "" lists first
+	rv := w.listed // where the next watch resumes; "" lists first
 	for ctx.Err() == nil {
 		// A cluster marked down is asked nothing but the probe.
 		if !retry.begin(ctx) {
@@ -245,6 +248,16 @@ func (w *watch) current(ups uint64, settle time.Duration) bool {
 func resumeFailed(err error) bool {
 	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) ||
 		apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)
+}
+
+// listFirst LISTs the collection into the store before the watch runs,
+// for a caller that needs the answer at once (a refusal, or the objects)
+// rather than from a stream that retries; the watch then resumes from that
+// list instead of listing again.
+func (w *watch) listFirst(ctx context.Context) error {
+	rv, err := w.list(ctx)
+	w.listed = rv
+	return err
 }
 
 // list LISTs the collection into the store, as Replace does, and returns
@@ -385,6 +398,8 @@ type watchStore struct {
 	transform cache.TransformFunc
 	handler   func(obj any, deleted bool)
 	synced    atomic.Bool
+	// onSynced, when set, is called once, when the first list is stored.
+	onSynced func()
 }
 
 func (s *watchStore) transformed(obj any) (any, error) {
@@ -459,10 +474,10 @@ func (s *watchStore) Replace(list []runtime.Object) error {
 }
 
 // dropUnseen ends a list: the cached objects it did not have are deleted
-// and handed to the handler, and the store counts as synced.
+// and handed to the handler, and the store counts as synced. onSynced is
+// called after the lock is released: it may read other caches.
 func (s *watchStore) dropUnseen(seen map[string]struct{}) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, key := range s.indexer.ListKeys() {
 		if _, ok := seen[key]; ok {
 			continue
@@ -472,7 +487,11 @@ func (s *watchStore) dropUnseen(seen map[string]struct{}) {
 			s.notify(old, true)
 		}
 	}
-	s.synced.Store(true)
+	first := !s.synced.Swap(true)
+	s.mu.Unlock()
+	if first && s.onSynced != nil {
+		s.onSynced()
+	}
 }
 
 // Resync hands every cached object to the handler again (the Resync

@@ -65,21 +65,35 @@ type policyOutcome struct {
 	reason, problem string
 }
 
-// policyState is what the reconciler remembers of a policy between its
-// reconciles: the spec it last acted on, to enqueue its sources once per
-// change.
+// policyState is the spec (generation) and deletion of a policy.
 type policyState struct {
 	generation int64
 	deleting   bool
 }
 
+// policyMemo is what the reconciler remembers of a policy between its
+// reconciles, which the work queue never runs at once for one policy.
+type policyMemo struct {
+	// acted is the state its sources were last enqueued for: once per
+	// change, once its watches have synced; nil before the first time.
+	acted *policyState
+	// waitingSince is when it was first seen waiting for its kind to be
+	// watched, pendingSince when first seen with sources not looked at
+	// yet; zero when it is not.
+	waitingSince, pendingSince time.Time
+}
+
 // policies is the reconciler's memory of policies and of the sources they
 // name.
 type policies struct {
-	state    sync.Map // Key (Policy) -> policyState
+	memos    sync.Map // Key (Policy) -> *policyMemo
 	outcomes sync.Map // Key (source) -> *sync.Map of policy id -> policyOutcome
-	waiting  sync.Map // Key (Policy) -> time.Time: first seen waiting for its kind
-	pending  sync.Map // Key (Policy) -> time.Time: first seen with sources not looked at
+}
+
+// memo returns what is remembered of the policy key.
+func (ps *policies) memo(key Key) *policyMemo {
+	m, _ := ps.memos.LoadOrStore(key, &policyMemo{})
+	return m.(*policyMemo)
 }
 
 // policyKey is the work queue item of the policy id in cluster.
@@ -231,6 +245,24 @@ func policyNames(c *clusters.Cluster, key Key, live metav1.Object) bool {
 	return false
 }
 
+// policySourcesListing reports whether a policy of c in key's namespace
+// names objects of key's kind and its watches have not synced yet: the
+// source key, missing from the caches, may be one it names.
+func policySourcesListing(c *clusters.Cluster, key Key) bool {
+	for _, p := range c.Policies() {
+		if p.Namespace != key.Namespace || p.DeletionTimestamp != nil {
+			continue
+		}
+		if gvk, _, err := policy.Source(&p.Spec); err != nil || gvk != key.GVK {
+			continue
+		}
+		if _, synced := c.PolicySourcesOf(clusters.PolicyID(p.Namespace, p.Name)); !synced {
+			return true
+		}
+	}
+	return false
+}
+
 // reconcilePolicy keeps a MirrorPolicy's watches of its sources, its
 // finalizer and its status. Its sources are reconciled as any source is
 // (reconcile): the policy is how their request is read.
@@ -243,15 +275,13 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	// looked at again, and lose their mirrors unless named otherwise.
 	c := r.fleet.Cluster(key.Cluster)
 	if c == nil {
-		r.policies.state.Delete(key)
+		r.policies.memos.Delete(key)
 		return Result{}, nil
 	}
 	p, ok := c.Policy(key.Namespace, key.Name)
 	if !ok {
 		held := c.UnwatchPolicySources(id)
-		r.policies.state.Delete(key)
-		r.policies.waiting.Delete(key)
-		r.policies.pending.Delete(key)
+		r.policies.memos.Delete(key)
 		r.enqueueSources(c, held)
 		r.fleet.KindsChanged()
 		return Result{}, nil
@@ -279,25 +309,31 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		r.fleet.KindsChanged()
 	}
 	sources, synced := c.PolicySourcesOf(id)
-	if kindSynced, watched := c.KindSynced(gvk); !synced || !watched || !kindSynced {
+	switch kindSynced, watched := c.KindSynced(gvk); {
+	case !watched:
 		r.fleet.KindsChanged()
-		if watched || !synced {
-			return Result{RequeueAfter: retryPolicy}, nil
-		}
 		// Watched nowhere after a pass: the agent does not mirror it.
-		if !slices.Contains(c.Watched(), gvk) && r.kindRefused(key) {
+		if synced && !slices.Contains(c.Watched(), gvk) && r.kindRefused(key) {
 			return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonKindNotMirrored,
 				fmt.Sprintf("the agent does not mirror %s here (not served, denied by --deny-kinds or the built-in list, or not granted to the agent)", gvk.Kind)))
 		}
 		return Result{RequeueAfter: retryPolicy}, nil
+	case !synced:
+		// The last of its watches to sync wakes it (WatchPolicySources),
+		// however long that takes: nothing to poll meanwhile.
+		return Result{}, nil
+	case !kindSynced:
+		return Result{RequeueAfter: retryPolicy}, nil
 	}
 
-	r.policies.waiting.Delete(key)
+	memo := r.policies.memo(key)
+	memo.waitingSince = time.Time{}
 
 	// 3. Once per change of the spec or of its deletion, and once its
 	// watches have synced, every source it holds is looked at.
 	now := policyState{generation: p.Generation, deleting: p.DeletionTimestamp != nil}
-	if prev, ok := r.policies.state.Swap(key, now); !ok || prev.(policyState) != now {
+	if memo.acted == nil || *memo.acted != now {
+		memo.acted = &now
 		r.enqueueSources(c, sources)
 	}
 
@@ -336,10 +372,12 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	// is said once it lasts pendingGrace.
 	st, pending := r.aggregate(c, p, id, gvk, sources)
 	if pending == 0 {
-		r.policies.pending.Delete(key)
+		memo.pendingSince = time.Time{}
 	} else {
-		since, _ := r.policies.pending.LoadOrStore(key, time.Now())
-		if wait := pendingGrace - time.Since(since.(time.Time)); wait > 0 {
+		if memo.pendingSince.IsZero() {
+			memo.pendingSince = time.Now()
+		}
+		if wait := pendingGrace - time.Since(memo.pendingSince); wait > 0 {
 			return Result{RequeueAfter: wait}, nil
 		}
 	}
@@ -358,8 +396,11 @@ const kindWait = 5 * time.Second
 // its kind to be watched to say it will not be: a kinds pass runs at
 // once when a policy names a new kind.
 func (r *Reconciler) kindRefused(key Key) bool {
-	v, _ := r.policies.waiting.LoadOrStore(key, time.Now())
-	return time.Since(v.(time.Time)) > kindWait
+	m := r.policies.memo(key)
+	if m.waitingSince.IsZero() {
+		m.waitingSince = time.Now()
+	}
+	return time.Since(m.waitingSince) > kindWait
 }
 
 // sourceKey is the work queue item of source s of kind gvk in c.

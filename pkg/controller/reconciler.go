@@ -314,12 +314,18 @@ func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key 
 // our finalizer.
 func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, ref string) (Result, error) {
 	r.observed.Delete(key)
+	if !c.PoliciesSynced() || policySourcesListing(c, key) {
+		// A policy may name it, and the caches that would hold it are
+		// filling (after a restart): look again once they have, without
+		// asking the API server meanwhile.
+		return Result{RequeueAfter: retryStale}, nil
+	}
 	live, err := r.getSourceMetadata(ctx, c, key)
 	if err != nil {
 		return Result{}, err
 	}
 	if live != nil && live.GetDeletionTimestamp() == nil &&
-		(live.GetLabels()[annotations.LabelEnabled] == "true" || !c.PoliciesSynced() || policyNames(c, key, live)) {
+		(live.GetLabels()[annotations.LabelEnabled] == "true" || policyNames(c, key, live)) {
 		// Enabled, or named by a policy, and alive: our cache has not
 		// seen it yet. Its add event will come; do not touch its mirrors
 		// meanwhile.

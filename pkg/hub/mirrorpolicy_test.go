@@ -24,7 +24,7 @@ import (
 func TestPolicyAcrossClusters(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	g.Expect(fleettest.InstallPolicyCRD(memA)).To(Succeed())
+	g.Expect(fleettest.InstallPolicyCRD(memA.Config)).Error().NotTo(HaveOccurred())
 	// A hub that looked before the CRD existed learns of it at its next
 	// discovery; this one starts after it.
 	hubAgent.stop()

@@ -326,4 +326,9 @@ func TestPolicyRestartWritesNothing(t *testing.T) {
 		return got.ResourceVersion
 	}, settle, poll).Should(Equal(steady.ResourceVersion), "the policy was rewritten after a restart with nothing changed")
 	g.Expect(eventsFor(ns[0], "steady", "MirrorsSynced")).To(HaveLen(events))
+	// Nor was the source read one by one: its mirror's events came before
+	// the policy's watch of it had synced, and waited for it.
+	for _, r := range agent.requests.all() {
+		g.Expect(r).NotTo(HavePrefix("GET /api/v1/namespaces/"+ns[0]+"/secrets/steady"), "the restarted agent read the source by itself")
+	}
 }

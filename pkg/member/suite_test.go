@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	}
 	// The MirrorPolicy CRD as the member chart installs it, before the
 	// agent starts, as Helm installs a chart's CRDs first.
-	if err := fleettest.InstallPolicyCRD(fleet.Hub); err != nil {
+	if _, err := fleettest.InstallPolicyCRD(fleet.Hub.Config); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

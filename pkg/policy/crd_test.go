@@ -2,7 +2,6 @@ package policy_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -13,7 +12,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
@@ -25,9 +23,7 @@ import (
 func TestMirrorPolicyCRD(t *testing.T) {
 	g := NewWithT(t)
 	fleet, ctx := fleettest.APIServer(t)
-	root, err := fleettest.RepoRoot()
-	g.Expect(err).NotTo(HaveOccurred())
-	crds, err := envtest.InstallCRDs(fleet.Hub.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join(root, "config", "crd")}, ErrorIfPathMissing: true})
+	crds, err := fleettest.InstallPolicyCRD(fleet.Hub.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(crds).To(HaveLen(1))
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
@@ -59,12 +57,7 @@ func (b *bench) policies() bool {
 // it into c, through the bench's counted client: the member agent serves
 // policies only when the CRD is there when it starts.
 func installPolicyCRD(c *cluster) error {
-	root, err := fleettest.RepoRoot()
-	if err != nil {
-		return err
-	}
-	_, err = envtest.InstallCRDs(c.counter.instrument(c.fc.Config), envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "config", "crd")}, ErrorIfPathMissing: true})
+	_, err := fleettest.InstallPolicyCRD(c.counter.instrument(c.fc.Config))
 	return err
 }
 

@@ -194,7 +194,9 @@ func (b *bench) startFleet(members int) error {
 	}
 	b.clusters = append(b.clusters, clusters...)
 	b.srcC = b.clusters[0]
-	if b.policies() {
+	if b.opts.sourceMode != "" {
+		// As the member chart does: the agent as it ships watches
+		// MirrorPolicies in either mode.
 		progress("%s: installing the MirrorPolicy CRD", b.workload)
 		if err := installPolicyCRD(b.srcC); err != nil {
 			return fmt.Errorf("installing the MirrorPolicy CRD: %w", err)
