@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
@@ -29,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/cli"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
@@ -190,6 +193,9 @@ func TestChartsRBAC(t *testing.T) {
 	})
 	t.Run("a member ConfigMap reaches another member", func(t *testing.T) {
 		memberConfigMapScenario(t, hub, ma, mb, "app-1")
+	})
+	t.Run("a MirrorPolicy in a member reaches another member", func(t *testing.T) {
+		policyAcrossMembersScenario(t, ma, mb)
 	})
 	t.Run("no request of the agents was forbidden", func(t *testing.T) {
 		for _, a := range procs {
@@ -781,4 +787,42 @@ func runAll(t *testing.T, fns ...func() error) {
 
 func keyOf(ns, name string) client.ObjectKey {
 	return client.ObjectKey{Namespace: ns, Name: name}
+}
+
+// policyAcrossMembersScenario: a Secret that carries none of our keys in
+// member-a, named by a MirrorPolicy there with a member-b/NS entry, reaches
+// member-b. The hub reads the policy and applies its part of the status
+// through its identity in member-a (hubAccess), as the charts grant it;
+// deleting the policy removes the remote mirror.
+func policyAcrossMembersScenario(t *testing.T, ma, mb *fleettest.Cluster) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	mkNamespaces(t, "policy-src", ma)
+	mkNamespaces(t, "policy-dst", mb)
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "policy-src", Name: "operator-creds"},
+		StringData: map[string]string{"password": "s3cret"}}
+	g.Expect(ma.Client.Create(ctx, src)).To(Succeed())
+	p := &v1alpha1.MirrorPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "policy-src", Name: "creds"},
+		Spec: v1alpha1.MirrorPolicySpec{Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{src.Name}},
+			TargetNamespaces: []string{mb.Name + "/policy-dst"}},
+	}
+	g.Expect(ma.Client.Create(ctx, p)).To(Succeed())
+
+	eventuallyExists(t, mb, secret("policy-dst", src.Name), func(g Gomega, s *corev1.Secret) {
+		expectMirror(g, s, annotations.ManagedByHub, ma.Name+"/policy-src/"+src.Name)
+		g.Expect(s.Data).To(HaveKeyWithValue("password", []byte("s3cret")))
+	})
+	g.Eventually(func(g Gomega) {
+		got := &v1alpha1.MirrorPolicy{}
+		g.Expect(ma.Client.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionRemoteReady)).To(BeTrue(), "%+v", got.Status)
+		g.Expect(got.Status.RemoteTargetsSynced).To(BeEquivalentTo(1))
+	}, timeout, poll).Should(Succeed())
+
+	t.Log("Deleting the policy")
+	g.Expect(ma.Client.Delete(ctx, p)).To(Succeed())
+	eventuallyGone(t, mb, secret("policy-dst", src.Name))
+	eventuallyGone(t, ma, p)
+	g.Expect(ma.Client.Get(ctx, client.ObjectKeyFromObject(src), &corev1.Secret{})).To(Succeed(), "the source went with its policy")
 }
