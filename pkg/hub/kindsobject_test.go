@@ -210,6 +210,9 @@ func TestMirrorsOnlyWatch(t *testing.T) {
 			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, lr); err != nil {
 				return "", err
 			}
+			if len(lr.Spec.Limits) == 0 {
+				return "", nil // a pull mirror not filled yet
+			}
 			return lr.Spec.Limits[0].Max.Memory().String(), nil
 		}
 	}
@@ -268,4 +271,23 @@ func TestMirrorsOnlyWatch(t *testing.T) {
 	g.Expect(memA.Client.Delete(ctx, fromA)).To(Succeed())
 	fleettest.EventuallyGone(t, wait, memA, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: sharedA, Name: "from-b"}})
 	fleettest.EventuallyGone(t, wait, memB, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: sharedB, Name: "from-a"}})
+
+	// The same lie, and no mirror left that refers to member-b: a pull
+	// mirror in member-a that asks for a source in member-b keeps that
+	// source watched and served as well, by a hub started afresh.
+	h.stop()
+	pulled := limits(srcB, "pulled", "", "6Gi")
+	pulled.Annotations = map[string]string{annotations.AnnotationAllowPullInto: memA.Name + "/" + sharedA}
+	g.Expect(memB.Client.Create(ctx, pulled)).To(Succeed())
+	pull := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: sharedA, Name: "pulled",
+		Labels:      map[string]string{annotations.LabelPull: "true"},
+		Annotations: map[string]string{annotations.AnnotationMirrorFrom: memB.Name + "/" + srcB + "/pulled"}}}
+	g.Expect(memA.Client.Create(ctx, pull)).To(Succeed())
+	h = startHub("--resource-types=", "--watch-idle-timeout=1s", "--lazy-probe-interval=1m")
+	g.Eventually(maxOf(memA, sharedA, "pulled"), timeout, poll).Should(Equal("6Gi"), "a source a pull mirror refers to is served")
+	change(t, memB, pulled, func() { pulled.Spec.Limits[0].Max[corev1.ResourceMemory] = resource.MustParse("7Gi") })
+	g.Eventually(maxOf(memA, sharedA, "pulled"), timeout, poll).Should(Equal("7Gi"), "a change of a source a pull mirror refers to is served")
+	g.Consistently(limitRanges, 2*time.Second, poll).Should(count(Equal(3)), describe("a source a pull mirror refers to is watched"))
+	g.Expect(memA.Client.Delete(ctx, pull)).To(Succeed())
+	g.Expect(memB.Client.Delete(ctx, pulled)).To(Succeed())
 }
