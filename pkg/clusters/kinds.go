@@ -93,8 +93,8 @@ type Kinds struct {
 	needed       map[schema.GroupVersionKind]bool
 	unlistable   map[string]bool // cluster/gvk whose probe was forbidden, logged
 	// settled holds, per cluster name, the cluster the last pass looked at
-	// whole (see Settled).
-	settled map[string]*Cluster
+	// whole (see Settled); looked, the cluster some pass looked at.
+	settled, looked map[string]*Cluster
 
 	trigger chan struct{}
 }
@@ -111,7 +111,7 @@ func (k *Kinds) Trigger() {
 func NewKinds(o KindOptions) *Kinds {
 	return &Kinds{opts: o, discovered: map[string][]schema.GroupVersionKind{}, discoveredAt: map[string]time.Time{},
 		idleSince: map[schema.GroupVersionKind]time.Time{}, needed: map[schema.GroupVersionKind]bool{}, unlistable: map[string]bool{},
-		settled: map[string]*Cluster{}, trigger: make(chan struct{}, 1)}
+		settled: map[string]*Cluster{}, looked: map[string]*Cluster{}, trigger: make(chan struct{}, 1)}
 }
 
 // Run adjusts the watches of the clusters listed by clusters every
@@ -220,6 +220,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	}
 	clear(k.settled)
 	for _, c := range cs {
+		k.looked[c.Name()] = c
 		if !failed[c] && !incomplete[c] && c.Unreachable() == nil {
 			k.settled[c.Name()] = c
 		}
@@ -328,6 +329,15 @@ func (k *Kinds) Settled(c *Cluster) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.settled[c.Name()] == c
+}
+
+// Looked reports whether a pass has looked at c (this connection to the
+// cluster, not one before it), whole or not: the kinds it found needed
+// there are watched.
+func (k *Kinds) Looked(c *Cluster) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.looked[c.Name()] == c
 }
 
 // announce calls Synced once the kind's watches in c have synced.

@@ -101,7 +101,7 @@ func (p *Pipeline) RunFleet(ctx context.Context) error { return p.opts.Fleet.Run
 
 // Ready returns an error until the agent's own cluster has its caches.
 func (p *Pipeline) Ready() error {
-	if !p.opts.Fleet.LocalSynced() {
+	if !p.opts.Fleet.LocalReady() {
 		return errors.New("caches not synced")
 	}
 	return nil

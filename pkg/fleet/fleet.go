@@ -821,6 +821,22 @@ func (f *Fleet) LocalSynced() bool {
 	return true
 }
 
+// LocalReady reports whether the agent is ready to serve: LocalSynced,
+// and a kinds pass has looked at every local cluster, so that the caches
+// that have synced include the kinds in use there, not only the
+// namespaces.
+func (f *Fleet) LocalReady() bool {
+	if !f.LocalSynced() {
+		return false
+	}
+	for _, c := range f.sorted() {
+		if c.spec.Local && !f.kinds.Looked(c.cluster) {
+			return false
+		}
+	}
+	return true
+}
+
 // WaitForLocal blocks until LocalSynced or ctx ends. It looks at the
 // local connections of the moment, every localPoll, not at those there
 // were when it began: a sharded hub engages its own cluster again when

@@ -239,3 +239,61 @@ func TestWaitForLocalFollowsReplacement(t *testing.T) {
 	cancel()
 	g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
 }
+
+// heldDiscovery holds the discovery of the core group (GET /api/v1, which
+// the kinds pass needs to map a kind) until release is closed.
+type heldDiscovery struct {
+	next    http.RoundTripper
+	release chan struct{}
+}
+
+func (h heldDiscovery) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.URL.Path == "/api/v1" {
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	return h.next.RoundTrip(r)
+}
+
+func (h heldDiscovery) WrappedRoundTripper() http.RoundTripper { return h.next }
+
+// TestReadyOnceTheKindsPassLooked: the agent is not ready (/readyz) while
+// only its namespaces have synced: a kinds pass must have looked at its
+// cluster, so that the caches that synced include the kinds in use. A
+// rolling update would otherwise retire the old replica while the new one
+// has not started to watch what it mirrors.
+func TestReadyOnceTheKindsPassLooked(t *testing.T) {
+	if api == nil {
+		t.Skip("needs an API server")
+	}
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hand := make(handProvider, 1)
+	f := fleet.New(fleet.Options{
+		Provider: hand, ManagedBy: "test", FieldManager: "test", Finalizer: finalizer,
+		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second,
+		Kinds: clusters.KindOptions{Explicit: []schema.GroupVersionKind{secrets}, ProbeInterval: time.Hour},
+	})
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx, &journal{}) }()
+	e := <-hand
+
+	held := heldDiscovery{release: make(chan struct{})}
+	cfg := rest.CopyConfig(api.Hub.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { held.next = rt; return held })
+	g.Expect(e.Engage(ctx, fleet.Spec{Name: "hub", Config: cfg, Local: true})).To(Succeed())
+	e.Listed()
+	g.Eventually(f.LocalSynced, 10*time.Second).Should(BeTrue(), "the namespaces synced")
+	g.Consistently(f.LocalReady, time.Second).Should(BeFalse(), "ready before a kinds pass looked at the cluster")
+
+	close(held.release)
+	g.Eventually(f.LocalReady, 10*time.Second).Should(BeTrue())
+	g.Expect(f.Cluster("hub").Watched()).To(ConsistOf(secrets))
+
+	cancel()
+	g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
+}
