@@ -124,6 +124,6 @@ func newPipeline(o Options) (*Reconciler, *eventSource) {
 		r.Applier.Renamed = func(from, to string) bool { return !o.Fleet.Registered(from) || o.Fleet.SameCluster(from, to) }
 	}
 	events := &eventSource{reconciler: r, fleet: o.Fleet, crossCluster: o.Scope == ScopeRemote}
-	r.enqueue = events.add
+	r.enqueue, r.enqueueAfter = events.add, events.addAfter
 	return r, events
 }

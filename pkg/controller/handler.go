@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,6 +39,15 @@ func (e *eventSource) add(k Key) {
 	e.mu.RUnlock()
 	if q != nil {
 		q.Add(k)
+	}
+}
+
+func (e *eventSource) addAfter(k Key, d time.Duration) {
+	e.mu.RLock()
+	q := e.queue
+	e.mu.RUnlock()
+	if q != nil {
+		q.AddAfter(k, d)
 	}
 }
 

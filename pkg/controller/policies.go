@@ -88,6 +88,36 @@ type policyMemo struct {
 type policies struct {
 	memos    sync.Map // Key (Policy) -> *policyMemo
 	outcomes sync.Map // Key (source) -> *sync.Map of policy id -> policyOutcome
+	// parked holds the sources missing from the caches while a policy
+	// that may name them was still listing (release), by scope; the
+	// policy wakes them once its watches have synced.
+	parked sync.Map // parkScope -> *sync.Map of Key (source) -> struct{}
+}
+
+// parkScope is where a parked source is: the objects of one kind in one
+// namespace of one cluster, those a policy there may name.
+type parkScope struct {
+	cluster, namespace string
+	gvk                schema.GroupVersionKind
+}
+
+// park keeps the source key until a policy of its scope wakes it.
+func (ps *policies) park(key Key) {
+	m, _ := ps.parked.LoadOrStore(parkScope{key.Cluster, key.Namespace, key.GVK}, &sync.Map{})
+	m.(*sync.Map).Store(key, struct{}{})
+}
+
+// unpark enqueues the sources parked in the scope of the policy key, of
+// kind gvk, whose watches have synced.
+func (r *Reconciler) unpark(key Key, gvk schema.GroupVersionKind) {
+	m, ok := r.policies.parked.LoadAndDelete(parkScope{key.Cluster, key.Namespace, gvk})
+	if !ok {
+		return
+	}
+	m.(*sync.Map).Range(func(k, _ any) bool {
+		r.enqueue(k.(Key))
+		return true
+	})
 }
 
 // memo returns what is remembered of the policy key.
@@ -199,13 +229,20 @@ func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.M
 }
 
 // setOutcome records the outcome of the source key for the policy id,
-// and has the policy's status follow when it changed.
+// and has the policy's status follow when it changed: policyStatusDelay
+// later, so that the outcomes of the sources one change reaches (a new
+// namespace, a spec change) make one status write and one Event, not one
+// per source.
 func (r *Reconciler) setOutcome(c *clusters.Cluster, key Key, id string, o policyOutcome) {
 	m, _ := r.policies.outcomes.LoadOrStore(key, &sync.Map{})
 	if prev, ok := m.(*sync.Map).Swap(id, o); !ok || prev.(policyOutcome) != o {
-		r.enqueue(policyKey(c.Name(), id))
+		r.enqueueAfter(policyKey(c.Name(), id), policyStatusDelay)
 	}
 }
+
+// policyStatusDelay is how long a policy's status waits for more of its
+// sources' outcomes.
+const policyStatusDelay = 250 * time.Millisecond
 
 // forgetOutcomes drops what was recorded of the source key, and has the
 // policies that named it look again.
@@ -328,6 +365,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 
 	memo := r.policies.memo(key)
 	memo.waitingSince = time.Time{}
+	r.unpark(key, gvk)
 
 	// 3. Once per change of the spec or of its deletion, and once its
 	// watches have synced, every source it holds is looked at.

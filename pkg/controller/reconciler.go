@@ -60,13 +60,19 @@ type Reconciler struct {
 	// policies is what is remembered of MirrorPolicies (policies.go).
 	policies policies
 	// enqueue adds a work queue item: a policy's sources, a source's
-	// policies.
-	enqueue func(Key)
+	// policies; enqueueAfter adds it once d has passed, once however
+	// often it is asked meanwhile.
+	enqueue      func(Key)
+	enqueueAfter func(k Key, d time.Duration)
 }
 
 // retryStale is how soon a source is looked at again when the cache is
 // behind the mirrors or a target cluster is unreachable.
 const retryStale = 2 * time.Second
+
+// parkedRetry is how soon a source parked for a policy's watches is looked
+// at again if the policy never wakes it.
+const parkedRetry = 30 * time.Second
 
 // retryLeaving is how soon a source whose cluster is being torn down is
 // looked at again: the teardown's last steps take moments.
@@ -314,11 +320,21 @@ func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key 
 // our finalizer.
 func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, ref string) (Result, error) {
 	r.observed.Delete(key)
-	if !c.PoliciesSynced() || policySourcesListing(c, key) {
-		// A policy may name it, and the caches that would hold it are
-		// filling (after a restart): look again once they have, without
-		// asking the API server meanwhile.
+	if !c.PoliciesSynced() {
 		return Result{RequeueAfter: retryStale}, nil
+	}
+	if policySourcesListing(c, key) {
+		// A policy may name it, and the caches that would hold it are
+		// filling (after a restart): it is looked at again once they have
+		// (unpark), without asking the API server meanwhile. Parked, then
+		// checked again: a policy that synced meanwhile may have woken its
+		// scope already. The late retry covers a watch that never syncs.
+		r.policies.park(key)
+		if !policySourcesListing(c, key) {
+			r.enqueue(key)
+			return Result{}, nil
+		}
+		return Result{RequeueAfter: parkedRetry}, nil
 	}
 	live, err := r.getSourceMetadata(ctx, c, key)
 	if err != nil {

@@ -206,17 +206,8 @@ func TestWaitForLocalFollowsReplacement(t *testing.T) {
 		t.Skip("needs an API server")
 	}
 	g := NewWithT(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	hand := make(handProvider, 1)
-	f := fleet.New(fleet.Options{
-		Provider: hand, ManagedBy: "test", FieldManager: "test", Finalizer: finalizer,
-		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second,
-		Kinds: clusters.KindOptions{Explicit: []schema.GroupVersionKind{secrets}, ProbeInterval: 200 * time.Millisecond},
-	})
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx, &journal{}) }()
-	e := <-hand
+	ctx := context.Background()
+	f, e := runLocalFleet(t, 200*time.Millisecond)
 
 	stalled := rest.CopyConfig(api.Hub.Config)
 	stalled.Wrap(func(rt http.RoundTripper) http.RoundTripper { return stalledLists{next: rt} })
@@ -235,9 +226,6 @@ func TestWaitForLocalFollowsReplacement(t *testing.T) {
 	// connection synced (a fresh watch is unsynced for a moment): what
 	// matters is that the wait ended, and that the caches sync.
 	g.Eventually(f.LocalSynced, 10*time.Second).Should(BeTrue())
-
-	cancel()
-	g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
 }
 
 // heldDiscovery holds the discovery of the core group (GET /api/v1, which
@@ -270,17 +258,8 @@ func TestReadyOnceTheKindsPassLooked(t *testing.T) {
 		t.Skip("needs an API server")
 	}
 	g := NewWithT(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	hand := make(handProvider, 1)
-	f := fleet.New(fleet.Options{
-		Provider: hand, ManagedBy: "test", FieldManager: "test", Finalizer: finalizer,
-		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second,
-		Kinds: clusters.KindOptions{Explicit: []schema.GroupVersionKind{secrets}, ProbeInterval: time.Hour},
-	})
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx, &journal{}) }()
-	e := <-hand
+	ctx := context.Background()
+	f, e := runLocalFleet(t, time.Hour)
 
 	held := heldDiscovery{release: make(chan struct{})}
 	cfg := rest.CopyConfig(api.Hub.Config)
@@ -293,7 +272,24 @@ func TestReadyOnceTheKindsPassLooked(t *testing.T) {
 	close(held.release)
 	g.Eventually(f.LocalReady, 10*time.Second).Should(BeTrue())
 	g.Expect(f.Cluster("hub").Watched()).To(ConsistOf(secrets))
+}
 
-	cancel()
-	g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
+// runLocalFleet runs a fleet whose one kind is Secrets, reviewed every
+// review, and returns it with its engager; the fleet stops at cleanup.
+func runLocalFleet(t *testing.T, review time.Duration) (*fleet.Fleet, fleet.Engager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	hand := make(handProvider, 1)
+	f := fleet.New(fleet.Options{
+		Provider: hand, ManagedBy: "test", FieldManager: "test", Finalizer: finalizer,
+		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: time.Second,
+		Kinds: clusters.KindOptions{Explicit: []schema.GroupVersionKind{secrets}, ProbeInterval: review},
+	})
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx, &journal{}) }()
+	t.Cleanup(func() {
+		cancel()
+		NewWithT(t).Eventually(done, 10*time.Second).Should(Receive(BeNil()))
+	})
+	return f, <-hand
 }
