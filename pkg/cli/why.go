@@ -124,6 +124,15 @@ func (at requestAt) setTargets() string {
 	return fmt.Sprintf("kubectl annotate --overwrite %s %s=NAMESPACE,...", at.obj, annotations.AnnotationTargetNamespaces)
 }
 
+// key names the annotation key (or the policy's spec field) itself, where
+// the sentence already says which object it is on.
+func (at requestAt) key(key, specField string) string {
+	if at.policy != "" {
+		return fmt.Sprintf("spec.%s of %s", specField, at.policy)
+	}
+	return key
+}
+
 // addTarget says how to name in among the targets.
 func (at requestAt) addTarget(in string) string {
 	return fmt.Sprintf("add %s to %s", in, at.field(annotations.AnnotationTargetNamespaces, "targetNamespaces"))
@@ -218,7 +227,7 @@ func explainIn(r *Report, agent Agent, at requestAt, in string) Answer {
 	}
 	return Answer{
 		Cause: fmt.Sprintf("Not mirrored into %s: the namespace does not exist.", in),
-		Fix:   fmt.Sprintf("kubectl create namespace %s (and name it in %s)", in, at.field(annotations.AnnotationTargetNamespaces, "targetNamespaces")),
+		Fix:   fmt.Sprintf("kubectl create namespace %s (and name it in %s)", in, at.key(annotations.AnnotationTargetNamespaces, "targetNamespaces")),
 	}
 }
 
@@ -250,7 +259,7 @@ func decisionFix(reason targets.Reason, agent Agent, at requestAt, in string) st
 // values.
 func selectFix(at requestAt, in, ns, selector string) string {
 	named := at.addTarget(in)
-	selField := at.field(annotations.AnnotationTargetNamespaceSelector, "targetNamespaceSelector")
+	selField := at.key(annotations.AnnotationTargetNamespaceSelector, "targetNamespaceSelector")
 	sel, err := labels.Parse(selector)
 	if err != nil || selector == "" {
 		return fmt.Sprintf("fix %s, which selects nothing while it is invalid, or %s", selField, named)

@@ -93,7 +93,7 @@ type Kinds struct {
 	needed       map[schema.GroupVersionKind]bool
 	unlistable   map[string]bool // cluster/gvk whose probe was forbidden, logged
 	// settled holds, per cluster name, the cluster the last pass looked at
-	// whole (see Settled); looked, the cluster some pass looked at.
+	// whole (see Settled); looked, those it looked at, whole or not.
 	settled, looked map[string]*Cluster
 
 	trigger chan struct{}
@@ -219,6 +219,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 		}
 	}
 	clear(k.settled)
+	clear(k.looked) // a cluster gone is not kept alive here
 	for _, c := range cs {
 		k.looked[c.Name()] = c
 		if !failed[c] && !incomplete[c] && c.Unreachable() == nil {
@@ -331,8 +332,8 @@ func (k *Kinds) Settled(c *Cluster) bool {
 	return k.settled[c.Name()] == c
 }
 
-// Looked reports whether a pass has looked at c (this connection to the
-// cluster, not one before it), whole or not: the kinds it found needed
+// Looked reports whether the last pass looked at c (this connection to
+// the cluster, not one before it), whole or not: the kinds it found needed
 // there are watched.
 func (k *Kinds) Looked(c *Cluster) bool {
 	k.mu.Lock()

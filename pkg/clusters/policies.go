@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,7 +47,13 @@ type policyWatch struct {
 	spec    PolicySources
 	watches []*watch
 	stop    context.CancelFunc
+	// epoch tells these watches from any other, in any cluster, that
+	// held the same policy's sources before.
+	epoch uint64
 }
+
+// policyEpochs numbers the policyWatches of the process.
+var policyEpochs atomic.Uint64
 
 // WatchPolicies starts the watch of the cluster's MirrorPolicies, in every
 // namespace, unless it runs; their events go to Handler.Policy. It returns
@@ -175,7 +182,7 @@ func (c *Cluster) WatchPolicySources(id string, spec PolicySources) ([]*unstruct
 	if err != nil {
 		return nil, err
 	}
-	pw := &policyWatch{spec: spec}
+	pw := &policyWatch{spec: spec, epoch: policyEpochs.Add(1)}
 	events := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(spec.GVK), c.opts.Name, "policy-sources")
 	// The policy waits for its watches to sync before it looks at its
 	// sources; the last one to sync wakes it.
@@ -190,10 +197,18 @@ func (c *Cluster) WatchPolicySources(id string, spec PolicySources) ([]*unstruct
 	add := func(sel labels.Selector, fsel fields.Selector) {
 		src := c.watchSourceIn(mapping.Resource, spec.Namespace, sel, fsel, false)
 		w := c.followHealth(newWatch(src, mapping.Resource.String()+" "+spec.Namespace+" "+sel.String()+" "+fsel.String(), c.opts.Resync, nil, stripMetadata))
-		w.store.onSynced = wake
+		// The objects of the first list are not handed on one by one: the
+		// policy, woken once every watch has synced, looks at all it holds
+		// then (after a restart, each source would otherwise be reconciled
+		// twice). Changes after that list are.
+		var listed atomic.Bool
+		w.store.onSynced = func() {
+			listed.Store(true)
+			wake()
+		}
 		w.setHandler(func(obj any, deleted bool) {
 			events.Inc()
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, ok := obj.(*unstructured.Unstructured); ok && listed.Load() {
 				c.opts.Handler.Source(c.opts.Name, spec.GVK, u, deleted)
 			}
 		})
@@ -236,16 +251,19 @@ func (c *Cluster) UnwatchPolicySources(id string) []*unstructured.Unstructured {
 	return pw.sources()
 }
 
-// PolicySourcesOf returns the sources the policy id holds now, and
-// whether their watches have synced. Shared with the cache.
-func (c *Cluster) PolicySourcesOf(id string) (sources []*unstructured.Unstructured, synced bool) {
+// PolicySourcesOf returns the sources the policy id holds now, whether
+// their watches have synced, and the epoch of those watches: it changes
+// whenever they are started again (a new spec, a new connection to the
+// cluster), and their first list is then handed on by nobody but the
+// policy's reconcile (WatchPolicySources). Shared with the cache.
+func (c *Cluster) PolicySourcesOf(id string) (sources []*unstructured.Unstructured, synced bool, epoch uint64) {
 	c.mu.Lock()
 	pw := c.selected[id]
 	c.mu.Unlock()
 	if pw == nil {
-		return nil, false
+		return nil, false, 0
 	}
-	return pw.sources(), pw.synced()
+	return pw.sources(), pw.synced(), pw.epoch
 }
 
 // PoliciesNaming returns the ids of the policies whose watches hold the

@@ -65,10 +65,12 @@ type policyOutcome struct {
 	reason, problem string
 }
 
-// policyState is the spec (generation) and deletion of a policy.
+// policyState is the spec (generation) and deletion of a policy, and the
+// epoch of its sources' watches.
 type policyState struct {
 	generation int64
 	deleting   bool
+	watches    uint64
 }
 
 // policyMemo is what the reconciler remembers of a policy between its
@@ -293,7 +295,7 @@ func policySourcesListing(c *clusters.Cluster, key Key) bool {
 		if gvk, _, err := policy.Source(&p.Spec); err != nil || gvk != key.GVK {
 			continue
 		}
-		if _, synced := c.PolicySourcesOf(clusters.PolicyID(p.Namespace, p.Name)); !synced {
+		if _, synced, _ := c.PolicySourcesOf(clusters.PolicyID(p.Namespace, p.Name)); !synced {
 			return true
 		}
 	}
@@ -345,7 +347,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		r.enqueueSources(c, held)
 		r.fleet.KindsChanged()
 	}
-	sources, synced := c.PolicySourcesOf(id)
+	sources, synced, epoch := c.PolicySourcesOf(id)
 	switch kindSynced, watched := c.KindSynced(gvk); {
 	case !watched:
 		r.fleet.KindsChanged()
@@ -367,9 +369,10 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	memo.waitingSince = time.Time{}
 	r.unpark(key, gvk)
 
-	// 3. Once per change of the spec or of its deletion, and once its
-	// watches have synced, every source it holds is looked at.
-	now := policyState{generation: p.Generation, deleting: p.DeletionTimestamp != nil}
+	// 3. Once per change of the spec, of its deletion or of its watches
+	// (whose first lists nobody else hands on), and once they have
+	// synced, every source it holds is looked at.
+	now := policyState{generation: p.Generation, deleting: p.DeletionTimestamp != nil, watches: epoch}
 	if memo.acted == nil || *memo.acted != now {
 		memo.acted = &now
 		r.enqueueSources(c, sources)
