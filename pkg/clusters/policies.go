@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
@@ -77,7 +78,7 @@ func (c *Cluster) WatchPolicies(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, nil //nolint:nilerr // not served: no policies here
 	}
-	w := c.watch(mapping.Resource, labels.Everything(), nil, toPolicy)
+	w := c.watch(mapping.Resource, labels.Everything(), cache.Indexers{indexPolicySources: indexByPolicySources}, toPolicy)
 	// The watch's first list is made here, not by its loop: a watch the
 	// agent may not open would retry forever, and an agent installed
 	// without the permission goes without policies, as the log says.
@@ -157,13 +158,39 @@ func (c *Cluster) Policies() []*v1alpha1.MirrorPolicy {
 	return typed[*v1alpha1.MirrorPolicy](w.GetStore().List())
 }
 
-// PoliciesSynced reports whether the MirrorPolicies, if watched, have
-// their initial list.
-func (c *Cluster) PoliciesSynced() bool {
+// indexPolicySources indexes the cached MirrorPolicies by what their
+// sources are: "NAMESPACE/GROUP/VERSION/KIND" (policySourcesKey), none
+// for a spec that does not say. Each spec is read once per change, not
+// at every question about the kinds or a namespace's policies.
+const indexPolicySources = "fleetmirror.io/policy-sources"
+
+func policySourcesKey(namespace string, gvk schema.GroupVersionKind) string {
+	return namespace + "/" + gvk.Group + "/" + gvk.Version + "/" + gvk.Kind
+}
+
+func indexByPolicySources(obj any) ([]string, error) {
+	p, ok := obj.(*v1alpha1.MirrorPolicy)
+	if !ok {
+		return nil, nil
+	}
+	gvk, _, err := policy.Source(&p.Spec)
+	if err != nil {
+		return nil, nil //nolint:nilerr // an invalid spec names no sources
+	}
+	return []string{policySourcesKey(p.Namespace, gvk)}, nil
+}
+
+// PoliciesOf returns the cached MirrorPolicies whose sources are objects
+// of kind gvk in namespace. Shared with the cache.
+func (c *Cluster) PoliciesOf(namespace string, gvk schema.GroupVersionKind) []*v1alpha1.MirrorPolicy {
 	c.mu.Lock()
 	w := c.policies
 	c.mu.Unlock()
-	return w == nil || w.HasSynced()
+	if w == nil {
+		return nil
+	}
+	objs, _ := w.GetIndexer().ByIndex(indexPolicySources, policySourcesKey(namespace, gvk))
+	return typed[*v1alpha1.MirrorPolicy](objs)
 }
 
 // WatchPolicySources makes the sources of the policy id (its
@@ -288,13 +315,15 @@ func (c *Cluster) PoliciesNaming(gvk schema.GroupVersionKind, namespace, name st
 // may know before any policy has been reconciled (after a restart).
 func (c *Cluster) PolicyKinds() sets.Set[schema.GroupVersionKind] {
 	kinds := sets.New[schema.GroupVersionKind]()
-	for _, p := range c.Policies() {
-		if gvk, _, err := policy.Source(&p.Spec); err == nil {
-			kinds.Insert(gvk)
-		}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.policies != nil {
+		for _, key := range c.policies.GetIndexer().ListIndexFuncValues(indexPolicySources) {
+			if parts := strings.SplitN(key, "/", 4); len(parts) == 4 {
+				kinds.Insert(schema.GroupVersionKind{Group: parts[1], Version: parts[2], Kind: parts[3]})
+			}
+		}
+	}
 	for _, pw := range c.selected {
 		kinds.Insert(pw.spec.GVK)
 	}

@@ -33,20 +33,21 @@ type eventSource struct {
 
 var _ fleet.Subscriber = (*eventSource)(nil)
 
-func (e *eventSource) add(k Key) {
+// current returns the work queue, nil before Start.
+func (e *eventSource) current() workqueue.TypedRateLimitingInterface[Key] {
 	e.mu.RLock()
-	q := e.queue
-	e.mu.RUnlock()
-	if q != nil {
+	defer e.mu.RUnlock()
+	return e.queue
+}
+
+func (e *eventSource) add(k Key) {
+	if q := e.current(); q != nil {
 		q.Add(k)
 	}
 }
 
 func (e *eventSource) addAfter(k Key, d time.Duration) {
-	e.mu.RLock()
-	q := e.queue
-	e.mu.RUnlock()
-	if q != nil {
+	if q := e.current(); q != nil {
 		q.AddAfter(k, d)
 	}
 }

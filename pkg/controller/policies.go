@@ -288,11 +288,8 @@ func policyNames(c *clusters.Cluster, key Key, live metav1.Object) bool {
 // names objects of key's kind and its watches have not synced yet: the
 // source key, missing from the caches, may be one it names.
 func policySourcesListing(c *clusters.Cluster, key Key) bool {
-	for _, p := range c.Policies() {
-		if p.Namespace != key.Namespace || p.DeletionTimestamp != nil {
-			continue
-		}
-		if gvk, _, err := policy.Source(&p.Spec); err != nil || gvk != key.GVK {
+	for _, p := range c.PoliciesOf(key.Namespace, key.GVK) {
+		if p.DeletionTimestamp != nil {
 			continue
 		}
 		if _, synced, _ := c.PolicySourcesOf(clusters.PolicyID(p.Namespace, p.Name)); !synced {

@@ -320,9 +320,8 @@ func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key 
 // our finalizer.
 func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, ref string) (Result, error) {
 	r.observed.Delete(key)
-	if !c.PoliciesSynced() {
-		return Result{RequeueAfter: retryStale}, nil
-	}
+	// The policies themselves are always cached whole: WatchPolicies lists
+	// them before their watch exists.
 	if policySourcesListing(c, key) {
 		// A policy may name it, and the caches that would hold it are
 		// filling (after a restart): it is looked at again once they have

@@ -101,6 +101,9 @@ type options struct {
 	sourceModes string
 	// sourceMode is this run's: annotations or policies.
 	sourceMode string
+	// repeat is how many times each source mode runs, alternating; the
+	// comparison is of the medians.
+	repeat int
 }
 
 // hubFleetMode is a way to run hub-fleet's hub: the flags it adds to the
@@ -172,6 +175,7 @@ func run() int {
 	fs.StringVar(&o.agentArgs, "agent-args", "", "Extra flags for the agent, space-separated, appended to the standard ones.")
 	fs.StringVar(&o.hubFleetModes, "hub-fleet-modes", "two-kinds,discovery", "hub-fleet: the modes to run one after the other, comma-separated, then compared per cluster: "+strings.Join(hubFleetModeOrder, ", ")+"; empty: one run as -agent-args and -member-kinds-objects say.")
 	fs.StringVar(&o.sourceModes, "source-modes", sourceAnnotations, "member-small, member-large: how the sources ask for their mirrors, comma-separated, each mode a run of its own on fresh API servers, then compared figure by figure: "+sourceAnnotations+" (labelled and annotated sources), "+sourcePolicies+" (the same sources without our label or annotations, named by MirrorPolicies with the same targets); both = "+sourceAnnotations+","+sourcePolicies+".")
+	fs.IntVar(&o.repeat, "repeat", 1, "member-small, member-large with more than one source mode: run each mode this many times, the modes alternating (annotations, policies, annotations, ...), and compare the medians of each figure: one pair of runs on a shared machine scatters by 10 to 50 % in its timings.")
 	_ = fs.Parse(os.Args[1:])
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })

@@ -70,18 +70,29 @@ func (o *options) sourceRuns(w string) ([]benchRun, error) {
 			}
 		}
 	}
+	repeat := max(o.repeat, 1)
+	if len(modes) == 1 && repeat > 1 {
+		return nil, fmt.Errorf("-repeat %d: repeats are compared between source modes; give -source-modes more than one", repeat)
+	}
 	var runs []benchRun
-	for _, m := range modes {
-		mo := *o
-		mo.sourceMode = m
-		r := benchRun{mode: m, doc: sourceModeDocs[m], label: w, opts: &mo}
-		if m != sourceAnnotations {
-			r.label = w + "-" + m
+	// Alternating, so that the machine's drift over the runs falls on
+	// every mode alike.
+	for i := 1; i <= repeat; i++ {
+		for _, m := range modes {
+			mo := *o
+			mo.sourceMode = m
+			r := benchRun{mode: m, doc: sourceModeDocs[m], label: w, opts: &mo}
+			if m != sourceAnnotations {
+				r.label = w + "-" + m
+			}
+			if repeat > 1 {
+				r.label += fmt.Sprintf("-%d", i)
+			}
+			if len(modes) == 1 && m == sourceAnnotations {
+				r.mode = "" // as before source modes: no heading, no comparison
+			}
+			runs = append(runs, r)
 		}
-		if len(modes) == 1 && m == sourceAnnotations {
-			r.mode = "" // as before source modes: no heading, no comparison
-		}
-		runs = append(runs, r)
 	}
 	return runs, nil
 }
@@ -135,6 +146,13 @@ type figure struct {
 	// requests are the agent's requests of a phase by "VERB resource",
 	// for the figures that sum them: the comparison names what differs.
 	requests counts
+	// runs, min and max: for a median of several runs (medianFigures),
+	// their number and range.
+	runs     int
+	min, max float64
+	// noAgent: measured without the agent (the floor, the seed): its
+	// difference between runs is the machine's, not the mode's.
+	noAgent bool
 }
 
 // figures lists the figures of a mirroring workload's result in the order
@@ -146,14 +164,17 @@ type figure struct {
 func figures(r *Result) []figure {
 	var fs []figure
 	add := func(name, format string, v float64) { fs = append(fs, figure{name: name, value: v, format: format}) }
+	machine := func(name, format string, v float64) {
+		fs = append(fs, figure{name: name, value: v, format: format, noAgent: true})
+	}
 	const secs, count, mib = "%.3fs", "%.0f", "%.1f MiB"
 	if f := r.Floor; f != nil {
-		add("floor (no agent)", secs, f.Seconds)
+		machine("floor (no agent)", secs, f.Seconds)
 		if u := f.Updates; u != nil && u.Count > 0 {
-			add("update floor p95 (no agent)", secs, u.P95)
+			machine("update floor p95 (no agent)", secs, u.P95)
 		}
 	}
-	add("seed (untimed setup)", "%.2fs", r.SeedSeconds)
+	machine("seed (untimed setup)", "%.2fs", r.SeedSeconds)
 	if c := r.Convergence; c != nil {
 		add("1 initial convergence", secs, c.Seconds)
 		add("  ready", secs, c.ReadySeconds)
@@ -230,7 +251,11 @@ type comparison struct {
 	base, other string
 	// rel is (other - base) / base; +Inf when base is 0 and other not.
 	rel     float64
-	outside bool
+	noAgent bool
+	// worse and better: the agent's figure is that much higher (every
+	// figure is better lower) or lower than base, beyond
+	// sourceModeTolerance. Never for a figure without the agent.
+	worse, better bool
 	// detail names the requests that differ, for the requests of a phase.
 	detail string
 }
@@ -248,7 +273,7 @@ func compare(base, other []figure) []comparison {
 		if !ok {
 			continue
 		}
-		c := comparison{name: b.name, base: fmt.Sprintf(b.format, b.value), other: fmt.Sprintf(o.format, o.value)}
+		c := comparison{name: b.name, base: fmt.Sprintf(b.format, b.value), other: fmt.Sprintf(o.format, o.value), noAgent: b.noAgent}
 		switch {
 		case b.value == o.value:
 		case b.value == 0:
@@ -256,7 +281,9 @@ func compare(base, other []figure) []comparison {
 		default:
 			c.rel = (o.value - b.value) / math.Abs(b.value)
 		}
-		c.outside = math.Abs(c.rel) > sourceModeTolerance
+		if !b.noAgent {
+			c.worse, c.better = c.rel > sourceModeTolerance, c.rel < -sourceModeTolerance
+		}
 		if b.requests != nil || o.requests != nil {
 			c.detail = formatSigned(counts(o.requests).sub(b.requests))
 		}
@@ -275,33 +302,134 @@ func formatSigned(c counts) string {
 }
 
 // printSourceModes prints, figure by figure, how far each source mode's
-// run is from the first's (annotations), and which figures are outside
-// sourceModeTolerance.
+// runs are from the first mode's (annotations), and which of the agent's
+// figures are worse (*) or better (+) by more than sourceModeTolerance. With more than one run of a mode (-repeat)
+// each figure is the median of its runs, and the range of the runs is
+// printed beside it.
 func printSourceModes(w io.Writer, workload string, results []*Result) {
-	base := results[0]
-	for _, r := range results[1:] {
-		fmt.Fprintf(w, "\n== %s: %s against %s (difference = (%s - %s) / %s; * outside ±%.0f %%)\n",
-			workload, r.SourceMode, base.SourceMode, r.SourceMode, base.SourceMode, base.SourceMode, sourceModeTolerance*100)
-		if base.Error != "" || r.Error != "" {
-			fmt.Fprintln(w, "a run ended in an error: its missing figures are left out")
+	var modes []string
+	runs := map[string][]*Result{}
+	for _, r := range results {
+		if _, ok := runs[r.SourceMode]; !ok {
+			modes = append(modes, r.SourceMode)
 		}
-		rows := compare(figures(base), figures(r))
+		runs[r.SourceMode] = append(runs[r.SourceMode], r)
+	}
+	baseMode := modes[0]
+	base := medianFigures(runs[baseMode])
+	for _, mode := range modes[1:] {
+		other := medianFigures(runs[mode])
+		of := ""
+		if n := len(runs[baseMode]) + len(runs[mode]); n > 2 {
+			of = fmt.Sprintf("; medians of %d and %d runs, [min – max] of the runs beside them", len(runs[baseMode]), len(runs[mode]))
+		}
+		fmt.Fprintf(w, "\n== %s: %s against %s (difference = (%s - %s) / %s, lower is better; * worse by over %.0f %%, + better by over %.0f %%%s)\n",
+			workload, mode, baseMode, mode, baseMode, baseMode, sourceModeTolerance*100, sourceModeTolerance*100, of)
+		for _, r := range append(slices.Clone(runs[baseMode]), runs[mode]...) {
+			if r.Error != "" {
+				fmt.Fprintln(w, "a run ended in an error: its missing figures are left out")
+				break
+			}
+		}
+		rows := compare(base, other)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "figure\t%s\t%s\tdifference\t\trequests that differ (agent's)\n", base.SourceMode, r.SourceMode)
-		var outside []string
+		fmt.Fprintf(tw, "figure\t%s\t%s\tdifference\t\trequests that differ (agent's)\n", baseMode, mode)
+		var worse, better []string
+		agents := 0
 		for _, c := range rows {
 			diff, mark := fmt.Sprintf("%+.1f %%", c.rel*100), ""
 			if math.IsInf(c.rel, 1) {
 				diff = "from 0"
 			}
-			if c.outside {
-				mark = "*"
-				outside = append(outside, strings.TrimSpace(c.name))
+			if !c.noAgent {
+				agents++
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.name, c.base, c.other, diff, mark, c.detail)
+			switch {
+			case c.worse:
+				mark = "*"
+				worse = append(worse, strings.TrimSpace(c.name))
+			case c.better:
+				mark = "+"
+				better = append(better, strings.TrimSpace(c.name))
+			}
+			fmt.Fprintf(tw, "%s\t%s%s\t%s%s\t%s\t%s\t%s\n", c.name, c.base, spread(base, c.name), c.other, spread(other, c.name), diff, mark, c.detail)
 		}
 		_ = tw.Flush()
-		fmt.Fprintf(w, "%d of %d figures outside ±%.0f %%: %s\n", len(outside), len(rows), sourceModeTolerance*100, strings.Join(outside, "; "))
-		fmt.Fprintln(w, "note: every phase is the same in both runs (no phase changes a source's annotations, so none changes a policy); the floor rows involve no agent: their difference is the machine's noise between the runs.")
+		fmt.Fprintf(w, "%d of the agent's %d figures worse by over %.0f %%: %s\n", len(worse), agents, sourceModeTolerance*100, strings.Join(worse, "; "))
+		fmt.Fprintf(w, "%d better by over %.0f %%: %s\n", len(better), sourceModeTolerance*100, strings.Join(better, "; "))
+		fmt.Fprintln(w, "note: every phase is the same in both modes (no phase changes a source's annotations, so none changes a policy); the floor and seed rows involve no agent: their difference is the machine's noise between the runs, and they are not marked.")
 	}
+}
+
+// medianFigures returns the figures of runs, each the median of its values
+// in the runs that have it (the mean of the middle two for an even
+// number), with the range kept for printing. The requests of a phase are
+// the median of each "VERB resource" alike.
+func medianFigures(runs []*Result) []figure {
+	var order []string
+	byName := map[string][]figure{}
+	for _, r := range runs {
+		for _, f := range figures(r) {
+			if _, ok := byName[f.name]; !ok {
+				order = append(order, f.name)
+			}
+			byName[f.name] = append(byName[f.name], f)
+		}
+	}
+	out := make([]figure, 0, len(order))
+	for _, name := range order {
+		fs := byName[name]
+		m := fs[0]
+		if len(fs) > 1 {
+			values := make([]float64, len(fs))
+			for i, f := range fs {
+				values[i] = f.value
+			}
+			m.value = median(values)
+			m.min, m.max = slices.Min(values), slices.Max(values)
+			m.runs = len(fs)
+			if m.requests != nil {
+				m.requests = counts{}
+				keys := map[string]bool{}
+				for _, f := range fs {
+					for k := range f.requests {
+						keys[k] = true
+					}
+				}
+				for k := range keys {
+					vs := make([]float64, len(fs))
+					for i, f := range fs {
+						vs[i] = f.requests[k]
+					}
+					if v := median(vs); v != 0 {
+						m.requests[k] = v
+					}
+				}
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// median of values, which it sorts; the mean of the middle two for an
+// even number.
+func median(values []float64) float64 {
+	slices.Sort(values)
+	n := len(values)
+	if n%2 == 1 {
+		return values[n/2]
+	}
+	return (values[n/2-1] + values[n/2]) / 2
+}
+
+// spread prints the range of the runs of figure name, for a median of
+// more than one run; "" otherwise.
+func spread(fs []figure, name string) string {
+	for _, f := range fs {
+		if f.name == name && f.runs > 1 && f.min != f.max {
+			return " [" + fmt.Sprintf(f.format, f.min) + " – " + fmt.Sprintf(f.format, f.max) + "]"
+		}
+	}
+	return ""
 }

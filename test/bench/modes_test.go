@@ -11,6 +11,7 @@ func TestRunsOf(t *testing.T) {
 	for _, tc := range []struct {
 		name, workload, modes, agentArgs, sourceModes string
 		memberKinds                                   bool
+		repeat                                        int
 		// want: label, agent args, member kinds and source mode of each run.
 		want    []string
 		wantErr string
@@ -23,6 +24,9 @@ func TestRunsOf(t *testing.T) {
 			want: []string{"member-large-policies|--x=1|false|policies", "member-large|--x=1|false|annotations"}},
 		{name: "both", workload: wlMemberSmall, sourceModes: "both",
 			want: []string{"member-small||false|annotations", "member-small-policies||false|policies"}},
+		{name: "repeats alternate the modes", workload: wlMemberSmall, sourceModes: "both", repeat: 2,
+			want: []string{"member-small-1||false|annotations", "member-small-policies-1||false|policies", "member-small-2||false|annotations", "member-small-policies-2||false|policies"}},
+		{name: "repeats need two modes", workload: wlMemberSmall, sourceModes: "policies", repeat: 3, wantErr: "give -source-modes more than one"},
 		{name: "unknown source mode", workload: wlMemberSmall, sourceModes: "labels", wantErr: `unknown mode "labels"`},
 		{name: "no policies for the hub", workload: wlHub, sourceModes: "both", wantErr: "hub reads no MirrorPolicies"},
 		{name: "default modes", workload: wlHubFleet, modes: "two-kinds,discovery",
@@ -39,7 +43,7 @@ func TestRunsOf(t *testing.T) {
 			if tc.sourceModes == "" {
 				tc.sourceModes = sourceAnnotations // the flag's default
 			}
-			o := &options{workload: tc.workload, hubFleetModes: tc.modes, agentArgs: tc.agentArgs, memberKinds: tc.memberKinds, sourceModes: tc.sourceModes}
+			o := &options{workload: tc.workload, hubFleetModes: tc.modes, agentArgs: tc.agentArgs, memberKinds: tc.memberKinds, sourceModes: tc.sourceModes, repeat: tc.repeat}
 			runs, err := o.runsOf(tc.workload)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -96,10 +100,10 @@ func TestCompareFigures(t *testing.T) {
 	for _, tc := range []struct {
 		name, base, other, detail string
 		rel                       float64
-		outside                   bool
+		worse, better             bool
 	}{
 		{name: "1 initial convergence", base: "2.000s", other: "2.100s", rel: 0.05},
-		{name: "p95", base: "0.100s", other: "0.200s", rel: 1, outside: true},
+		{name: "p95", base: "0.100s", other: "0.200s", rel: 1, worse: true},
 		{name: "agent writes per update", base: "200.00", other: "200.00"},
 		{name: "6 agent peak RSS", base: "40.0 MiB", other: "40.0 MiB"},
 		// The API server's own leases and the probes are left out; what
@@ -119,23 +123,65 @@ func TestCompareFigures(t *testing.T) {
 			t.Errorf("%s: missing", tc.name)
 			continue
 		}
-		if c.base != tc.base || c.other != tc.other || math.Abs(c.rel-tc.rel) > 1e-9 || c.outside != tc.outside || c.detail != tc.detail {
-			t.Errorf("%s: %+v, want base %s other %s rel %v outside %v detail %q", tc.name, c, tc.base, tc.other, tc.rel, tc.outside, tc.detail)
+		if c.base != tc.base || c.other != tc.other || math.Abs(c.rel-tc.rel) > 1e-9 || c.worse != tc.worse || c.better != tc.better || c.detail != tc.detail {
+			t.Errorf("%s: %+v, want base %s other %s rel %v worse %v better %v detail %q", tc.name, c, tc.base, tc.other, tc.rel, tc.worse, tc.better, tc.detail)
 		}
 	}
 
-	// From zero is outside; zero to zero is no difference.
-	zero := compare([]figure{{name: "a", format: "%.0f"}, {name: "b", format: "%.0f"}}, []figure{{name: "a", value: 1, format: "%.0f"}, {name: "b", format: "%.0f"}})
-	if !math.IsInf(zero[0].rel, 1) || !zero[0].outside || zero[1].rel != 0 || zero[1].outside {
-		t.Errorf("from zero: %+v", zero)
+	// From zero is worse; zero to zero is no difference; lower by over
+	// 10 % is better; a figure without the agent is neither.
+	zero := compare([]figure{{name: "a", format: "%.0f"}, {name: "b", format: "%.0f"}, {name: "c", value: 10, format: "%.0f"}, {name: "d", value: 10, format: "%.0f", noAgent: true}},
+		[]figure{{name: "a", value: 1, format: "%.0f"}, {name: "b", format: "%.0f"}, {name: "c", value: 8, format: "%.0f"}, {name: "d", value: 20, format: "%.0f", noAgent: true}})
+	if !math.IsInf(zero[0].rel, 1) || !zero[0].worse || zero[1].rel != 0 || zero[1].worse || zero[1].better ||
+		!zero[2].better || zero[2].worse || zero[3].worse || zero[3].better {
+		t.Errorf("from zero, to zero, better, no agent: %+v", zero)
 	}
 
 	var buf bytes.Buffer
 	annotated.SourceMode, policies.SourceMode = sourceAnnotations, sourcePolicies
 	printSourceModes(&buf, wlMemberSmall, []*Result{annotated, policies})
-	for _, want := range []string{"policies against annotations", "+100.0 %", "1 of ", "outside ±10 %: p95"} {
+	for _, want := range []string{"policies against annotations", "+100.0 %", "1 of the agent's ", "worse by over 10 %: p95"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("missing %q in\n%s", want, buf.String())
 		}
+	}
+}
+
+func TestMedianFigures(t *testing.T) {
+	run := func(mode string, deletion float64, lists float64) *Result {
+		return &Result{SourceMode: mode, Deletion: &timed{Seconds: deletion},
+			Phases: []*phase{{Name: "deletion", Clusters: map[string]clusterCost{"cluster": {Agent: counts{"DELETE secrets": 100, "LIST secrets": lists}}}}}}
+	}
+	// Odd: the middle one; even: the mean of the middle two. A request
+	// kind missing from a run counts as 0 there.
+	got := map[string]figure{}
+	for _, f := range medianFigures([]*Result{run(sourceAnnotations, 0.9, 0), run(sourceAnnotations, 0.4, 2), run(sourceAnnotations, 0.5, 2)}) {
+		got[strings.TrimSpace(f.name)] = f
+	}
+	if d := got["4 deletion"]; d.value != 0.5 || d.min != 0.4 || d.max != 0.9 || d.runs != 3 {
+		t.Errorf("deletion %+v, want median 0.5 of 3 in [0.4, 0.9]", d)
+	}
+	if r := got["requests: deletion"]; r.value != 102 || r.requests["LIST secrets"] != 2 || r.requests["DELETE secrets"] != 100 {
+		t.Errorf("requests %+v, want 102 with LIST secrets 2", r)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median of 1..4 = %v, want 2.5", m)
+	}
+
+	// Printed: medians compared, ranges beside them, one heading per mode.
+	var buf bytes.Buffer
+	printSourceModes(&buf, wlMemberSmall, []*Result{
+		run(sourceAnnotations, 0.5, 2), run(sourcePolicies, 0.9, 2),
+		run(sourceAnnotations, 0.6, 2), run(sourcePolicies, 0.5, 2),
+		run(sourceAnnotations, 0.4, 2), run(sourcePolicies, 0.52, 2),
+	})
+	out := buf.String()
+	for _, want := range []string{"medians of 3 and 3 runs", "0.500s [0.400s – 0.600s]", "0.520s [0.500s – 0.900s]", "+4.0 %", "0 of the agent's"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "policies against annotations"); n != 1 {
+		t.Errorf("%d comparisons, want 1:\n%s", n, out)
 	}
 }
