@@ -111,11 +111,12 @@ func (p *Pipeline) Ready() error {
 // it.
 func newPipeline(o Options) (*Reconciler, *eventSource) {
 	r := &Reconciler{
-		opts:    o,
-		fleet:   o.Fleet,
-		Applier: &apply.Applier{FieldManager: o.Identity.FieldManager, ManagedBy: o.Identity.ManagedBy},
-		build:   desired.Options{ManagedBy: o.Identity.ManagedBy, Strip: o.Strip},
-		breaker: breaker{threshold: o.BreakerThreshold, base: o.BreakerBase, max: o.BreakerMax},
+		opts:      o,
+		fleet:     o.Fleet,
+		Applier:   &apply.Applier{FieldManager: o.Identity.FieldManager, ManagedBy: o.Identity.ManagedBy},
+		build:     desired.Options{ManagedBy: o.Identity.ManagedBy, Strip: o.Strip},
+		breaker:   breaker{threshold: o.BreakerThreshold, base: o.BreakerBase, max: o.BreakerMax},
+		parkRetry: parkedRetry,
 	}
 	if o.Scope == ScopeRemote {
 		// A cluster registered again under a new name takes over the

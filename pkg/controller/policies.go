@@ -92,7 +92,8 @@ type policies struct {
 	outcomes sync.Map // Key (source) -> *sync.Map of policy id -> policyOutcome
 	// parked holds the sources missing from the caches while a policy
 	// that may name them was still listing (release), by scope; the
-	// policy wakes them once its watches have synced.
+	// policy wakes them once its watches have synced, or parkedRetry
+	// after the scope's first, whichever comes first.
 	parked sync.Map // parkScope -> *sync.Map of Key (source) -> struct{}
 }
 
@@ -103,16 +104,30 @@ type parkScope struct {
 	gvk                schema.GroupVersionKind
 }
 
-// park keeps the source key until a policy of its scope wakes it.
-func (ps *policies) park(key Key) {
-	m, _ := ps.parked.LoadOrStore(parkScope{key.Cluster, key.Namespace, key.GVK}, &sync.Map{})
+// park keeps the source key until a policy of its scope wakes it. The
+// first key of a scope sets the scope's fallback, a wake parkedRetry later
+// for a watch that never syncs. It is a timer and not a delayed add of
+// each key: those would reconcile every source once more after the policy
+// has woken them (after a restart, every source 30 s later).
+func (r *Reconciler) park(key Key) {
+	scope := parkScope{key.Cluster, key.Namespace, key.GVK}
+	m, loaded := r.policies.parked.LoadOrStore(scope, &sync.Map{})
 	m.(*sync.Map).Store(key, struct{}{})
+	if !loaded {
+		time.AfterFunc(r.parkRetry, func() { r.wakeParked(scope) })
+	}
 }
 
 // unpark enqueues the sources parked in the scope of the policy key, of
 // kind gvk, whose watches have synced.
 func (r *Reconciler) unpark(key Key, gvk schema.GroupVersionKind) {
-	m, ok := r.policies.parked.LoadAndDelete(parkScope{key.Cluster, key.Namespace, gvk})
+	r.wakeParked(parkScope{key.Cluster, key.Namespace, gvk})
+}
+
+// wakeParked enqueues the sources parked in scope, once: whichever of
+// the policy and the fallback comes second finds none.
+func (r *Reconciler) wakeParked(scope parkScope) {
+	m, ok := r.policies.parked.LoadAndDelete(scope)
 	if !ok {
 		return
 	}

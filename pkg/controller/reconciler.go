@@ -64,14 +64,16 @@ type Reconciler struct {
 	// often it is asked meanwhile.
 	enqueue      func(Key)
 	enqueueAfter func(k Key, d time.Duration)
+	// parkRetry is parkedRetry but in tests.
+	parkRetry time.Duration
 }
 
 // retryStale is how soon a source is looked at again when the cache is
 // behind the mirrors or a target cluster is unreachable.
 const retryStale = 2 * time.Second
 
-// parkedRetry is how soon a source parked for a policy's watches is looked
-// at again if the policy never wakes it.
+// parkedRetry is how soon the sources parked for a policy's watches are
+// looked at again if the policy never wakes them.
 const parkedRetry = 30 * time.Second
 
 // retryLeaving is how soon a source whose cluster is being torn down is
@@ -327,13 +329,13 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 		// filling (after a restart): it is looked at again once they have
 		// (unpark), without asking the API server meanwhile. Parked, then
 		// checked again: a policy that synced meanwhile may have woken its
-		// scope already. The late retry covers a watch that never syncs.
-		r.policies.park(key)
+		// scope already. The scope's fallback (park) covers a watch that
+		// never syncs.
+		r.park(key)
 		if !policySourcesListing(c, key) {
 			r.enqueue(key)
-			return Result{}, nil
 		}
-		return Result{RequeueAfter: parkedRetry}, nil
+		return Result{}, nil
 	}
 	live, err := r.getSourceMetadata(ctx, c, key)
 	if err != nil {

@@ -276,7 +276,7 @@ func (b *bench) runFaults(ctx context.Context) (err error) {
 		return err
 	}
 	goroutines("after")
-	if f.Own, err = b.runOwnOutage(ctx, sick); err != nil {
+	if f.Own, err = b.runOwnOutage(ctx); err != nil {
 		return err
 	}
 	return b.agent.stop()

@@ -104,6 +104,9 @@ type options struct {
 	// repeat is how many times each source mode runs, alternating; the
 	// comparison is of the medians.
 	repeat int
+	// compareOnly: run nothing, compare the source modes' results files
+	// already in out.
+	compareOnly bool
 }
 
 // hubFleetMode is a way to run hub-fleet's hub: the flags it adds to the
@@ -176,6 +179,7 @@ func run() int {
 	fs.StringVar(&o.hubFleetModes, "hub-fleet-modes", "two-kinds,discovery", "hub-fleet: the modes to run one after the other, comma-separated, then compared per cluster: "+strings.Join(hubFleetModeOrder, ", ")+"; empty: one run as -agent-args and -member-kinds-objects say.")
 	fs.StringVar(&o.sourceModes, "source-modes", sourceAnnotations, "member-small, member-large: how the sources ask for their mirrors, comma-separated, each mode a run of its own on fresh API servers, then compared figure by figure: "+sourceAnnotations+" (labelled and annotated sources), "+sourcePolicies+" (the same sources without our label or annotations, named by MirrorPolicies with the same targets); both = "+sourceAnnotations+","+sourcePolicies+".")
 	fs.IntVar(&o.repeat, "repeat", 1, "member-small, member-large with more than one source mode: run each mode this many times, the modes alternating (annotations, policies, annotations, ...), and compare the medians of each figure: one pair of runs on a shared machine scatters by 10 to 50 % in its timings.")
+	fs.BoolVar(&o.compareOnly, "compare-only", false, "member-small, member-large: run nothing; print the comparison of the source modes from the results files an earlier run with the same -source-modes and -repeat wrote to -out.")
 	_ = fs.Parse(os.Args[1:])
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
@@ -213,6 +217,10 @@ func run() int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(work) }()
+
+	if o.compareOnly {
+		return o.compareFiles(workloads)
+	}
 
 	progress("Building the agents")
 	bins, err := buildBinaries(ctx, root, work)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -153,6 +156,11 @@ type figure struct {
 	// noAgent: measured without the agent (the floor, the seed): its
 	// difference between runs is the machine's, not the mode's.
 	noAgent bool
+	// samples and stat, for a figure of a latency distribution: its
+	// samples and which of their statistics it is. Over several runs it is
+	// that statistic of all their samples together (medianFigures).
+	samples []float64
+	stat    func(*latencies) float64
 }
 
 // figures lists the figures of a mirroring workload's result in the order
@@ -168,10 +176,14 @@ func figures(r *Result) []figure {
 		fs = append(fs, figure{name: name, value: v, format: format, noAgent: true})
 	}
 	const secs, count, mib = "%.3fs", "%.0f", "%.1f MiB"
+	// dist adds a statistic of a latency distribution.
+	dist := func(name string, l *latencies, stat func(*latencies) float64, noAgent bool) {
+		fs = append(fs, figure{name: name, value: stat(l), format: secs, noAgent: noAgent, samples: l.Samples, stat: stat})
+	}
 	if f := r.Floor; f != nil {
 		machine("floor (no agent)", secs, f.Seconds)
 		if u := f.Updates; u != nil && u.Count > 0 {
-			machine("update floor p95 (no agent)", secs, u.P95)
+			dist("update floor p95 (no agent)", u, func(l *latencies) float64 { return l.P95 }, true)
 		}
 	}
 	machine("seed (untimed setup)", "%.2fs", r.SeedSeconds)
@@ -180,11 +192,11 @@ func figures(r *Result) []figure {
 		add("  ready", secs, c.ReadySeconds)
 	}
 	if u := r.Updates; u != nil && u.Count > 0 {
-		add("2 update propagation p50", secs, u.P50)
-		add("  p95", secs, u.P95)
-		add("  p99", secs, u.P99)
-		add("  max", secs, u.Max)
-		add("  mean", secs, u.Mean)
+		dist("2 update propagation p50", u, func(l *latencies) float64 { return l.P50 }, false)
+		dist("  p95", u, func(l *latencies) float64 { return l.P95 }, false)
+		dist("  p99", u, func(l *latencies) float64 { return l.P99 }, false)
+		dist("  max", u, func(l *latencies) float64 { return l.Max }, false)
+		dist("  mean", u, func(l *latencies) float64 { return l.Mean }, false)
 		add("  agent writes per update", "%.2f", u.AgentWritesPerUpdate)
 		add("  control-plane CPU per update", secs, u.ControlPlaneCPU)
 		add("  agent CPU per update", secs, u.AgentCPU)
@@ -321,7 +333,7 @@ func printSourceModes(w io.Writer, workload string, results []*Result) {
 		other := medianFigures(runs[mode])
 		of := ""
 		if n := len(runs[baseMode]) + len(runs[mode]); n > 2 {
-			of = fmt.Sprintf("; medians of %d and %d runs, [min – max] of the runs beside them", len(runs[baseMode]), len(runs[mode]))
+			of = fmt.Sprintf("; medians of %d and %d runs, latencies of their samples pooled, [min – max] of the runs beside them", len(runs[baseMode]), len(runs[mode]))
 		}
 		fmt.Fprintf(w, "\n== %s: %s against %s (difference = (%s - %s) / %s, lower is better; * worse by over %.0f %%, + better by over %.0f %%%s)\n",
 			workload, mode, baseMode, mode, baseMode, baseMode, sourceModeTolerance*100, sourceModeTolerance*100, of)
@@ -364,7 +376,10 @@ func printSourceModes(w io.Writer, workload string, results []*Result) {
 // medianFigures returns the figures of runs, each the median of its values
 // in the runs that have it (the mean of the middle two for an even
 // number), with the range kept for printing. The requests of a phase are
-// the median of each "VERB resource" alike.
+// the median of each "VERB resource" alike. A statistic of a latency
+// distribution is that of every run's samples pooled instead: the p99 of
+// one run's 100 updates is its one or two slowest, and the median of five
+// such is as noisy as any of them, where the p99 of all 500 is not.
 func medianFigures(runs []*Result) []figure {
 	var order []string
 	byName := map[string][]figure{}
@@ -386,6 +401,9 @@ func medianFigures(runs []*Result) []figure {
 				values[i] = f.value
 			}
 			m.value = median(values)
+			if pooled := poolSamples(fs); pooled != nil {
+				m.value = m.stat(summarize(pooled))
+			}
 			m.min, m.max = slices.Min(values), slices.Max(values)
 			m.runs = len(fs)
 			if m.requests != nil {
@@ -412,6 +430,19 @@ func medianFigures(runs []*Result) []figure {
 	return out
 }
 
+// poolSamples returns the samples of every figure in fs together, nil
+// when a figure has none (a run from before samples were kept).
+func poolSamples(fs []figure) []float64 {
+	var all []float64
+	for _, f := range fs {
+		if f.stat == nil || len(f.samples) == 0 {
+			return nil
+		}
+		all = append(all, f.samples...)
+	}
+	return all
+}
+
 // median of values, which it sorts; the mean of the middle two for an
 // even number.
 func median(values []float64) float64 {
@@ -432,4 +463,41 @@ func spread(fs []figure, name string) string {
 		}
 	}
 	return ""
+}
+
+// compareFiles prints the comparison of the source modes of each workload
+// from the results files of its runs (-compare-only): the runs runsOf
+// lists, read from out by their labels.
+func (o *options) compareFiles(workloads []string) int {
+	for _, w := range workloads {
+		runs, err := o.runsOf(w)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		var results []*Result
+		for _, r := range runs {
+			if r.mode == "" || (w != wlMemberSmall && w != wlMemberLarge) {
+				continue
+			}
+			path := filepath.Join(o.out, r.label+".json")
+			data, err := os.ReadFile(path)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				return 1
+			}
+			res := &Result{}
+			if err := json.Unmarshal(data, res); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %s: %v\n", path, err)
+				return 1
+			}
+			results = append(results, res)
+		}
+		if len(results) < 2 {
+			fmt.Fprintf(os.Stderr, "bench: -compare-only: %s has no source modes to compare (-source-modes both)\n", w)
+			return 2
+		}
+		printSourceModes(os.Stdout, w, results)
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -163,6 +164,21 @@ func TestMedianFigures(t *testing.T) {
 	}
 	if r := got["requests: deletion"]; r.value != 102 || r.requests["LIST secrets"] != 2 || r.requests["DELETE secrets"] != 100 {
 		t.Errorf("requests %+v, want 102 with LIST secrets 2", r)
+	}
+	// Latencies: the statistic of every run's samples pooled, not the
+	// median of the runs' statistics (one slow update decides a run's
+	// max; the median of the maxes would hide it).
+	same := func(v float64, n int) []float64 { return slices.Repeat([]float64{v}, n) }
+	lat := func(samples []float64) *Result { return &Result{Updates: summarize(samples)} }
+	got = map[string]figure{}
+	for _, f := range medianFigures([]*Result{lat(append(same(0.1, 99), 1.0)), lat(same(0.2, 100)), lat(same(0.3, 100))}) {
+		got[strings.TrimSpace(f.name)] = f
+	}
+	if m := got["max"]; m.value != 1.0 || m.min != 0.2 || m.max != 1.0 {
+		t.Errorf("max %+v, want 1.0 pooled (the runs' 1.0, 0.2, 0.3: median 0.3)", m)
+	}
+	if p := got["2 update propagation p50"]; p.value != 0.2 {
+		t.Errorf("p50 %v, want 0.2 of the 300 samples", p.value)
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Errorf("median of 1..4 = %v, want 2.5", m)

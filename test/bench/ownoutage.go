@@ -16,25 +16,29 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
-// ownOutageFaults are the faults of the member agent's own API server.
-var ownOutageFaults = []string{"partition"}
+// ownOutageFaults are the faults of the member agent's own API server: a
+// partition (connections cut, new ones refused) and its kube-apiserver
+// process stopped and started again on the same etcd and address.
+var ownOutageFaults = []string{"partition", "restart"}
 
 // ownOutageTargets is how many namespaces the member agent's source
 // targets before its outage; one more appears during each.
 const ownOutageTargets = 4
 
-// ownOutage is what hub-faults' last phase measured: a member agent in the
-// sick member, whose own API server is unreachable for -member-outage,
-// partitioned away (connections cut, new ones refused). Meanwhile its
-// source changes and a namespace its targets match appears; CatchUp is
-// from the API server's return until every mirror has the change and the
-// new namespace its mirror. (The API server stopped and started again is
-// pkg/member TestOwnAPIServerOutage's second case: here the sick member's
-// kube-apiserver, with the hub's and the bench's watches on it, outlived
-// envtest's stop timeout.)
+// ownOutage is what hub-faults' last phase measured: a member agent whose
+// own API server is unreachable for -member-outage, once per fault of
+// ownOutageFaults. A source changes and a namespace its targets match
+// appears: during a partition, while the agent cannot see it; right after
+// a restart (nobody can write to a stopped API server). CatchUp is from the
+// API server's return until every mirror has the change and the new
+// namespace its mirror.
+//
+// The phase runs on an API server of its own, which only the agent and the
+// bench use: the sick member's, with the hub's watches on it too, outlived
+// envtest's stop timeout when stopped.
 type ownOutage struct {
 	OutageSeconds float64 `json:"outageSeconds"`
-	// CatchUp is by fault: "partition".
+	// CatchUp is by fault: "partition", "restart".
 	CatchUp map[string]float64 `json:"catchUpSeconds"`
 }
 
@@ -55,10 +59,20 @@ func (o *ownOutage) check(check func(name, target, value string, ok bool)) {
 	}
 }
 
-// runOwnOutage runs a member agent in c, as the member chart runs it (leader
-// election on), through a proxy of its own in front of c's API server, and
-// times its catch-up after each outage of that API server.
-func (b *bench) runOwnOutage(ctx context.Context, c *cluster) (*ownOutage, error) {
+// runOwnOutage starts an API server of its own and runs a member agent in
+// it, as the member chart runs it (leader election on), through a proxy in
+// front of that API server, and times its catch-up after each outage.
+func (b *bench) runOwnOutage(ctx context.Context) (*ownOutage, error) {
+	progress("%s: starting the member agent's own API server", b.workload)
+	own, err := fleettest.Start("")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = own.Stop() }()
+	c, err := newCluster("own-outage", own.Hub)
+	if err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(c.fc.Config.Host)
 	if err != nil {
 		return nil, err
@@ -166,31 +180,51 @@ func (b *bench) runOwnOutage(ctx context.Context, c *cluster) (*ownOutage, error
 		return createNamespace(ctx, c, fmt.Sprintf("%s%d", prefix, ownOutageTargets+n-1))
 	}
 	res := &ownOutage{OutageSeconds: b.opts.memberOutage.Seconds(), CatchUp: map[string]float64{}}
-	// The partition: nobody else is cut off, so the source changes
-	// meanwhile.
-	const fault = "partition"
-	progress("%s: the member agent's API server: %s for %s", b.workload, fault, b.opts.memberOutage)
-	proxy.Cut()
-	if err := down(); err != nil {
-		return nil, err
+	for i, fault := range ownOutageFaults {
+		n := i + 1
+		progress("%s: the member agent's API server: %s for %s", b.workload, fault, b.opts.memberOutage)
+		switch fault {
+		case "partition":
+			proxy.Cut()
+		case "restart":
+			if err := c.fc.Stop(); err != nil {
+				return nil, err
+			}
+		}
+		if err := down(); err != nil {
+			return nil, err
+		}
+		if fault == "partition" { // nobody else is cut off
+			if err := change(n); err != nil {
+				return nil, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(b.opts.memberOutage):
+		}
+		switch fault {
+		case "partition":
+			err = proxy.Heal()
+		case "restart":
+			err = c.fc.Restart() // returns once it serves
+		}
+		if err != nil {
+			return nil, err
+		}
+		back := time.Now()
+		if fault == "restart" {
+			if err := change(n); err != nil {
+				return nil, err
+			}
+		}
+		at, err := landed(fmt.Sprintf("v%d", n), ownOutageTargets+n)
+		if err != nil {
+			return nil, err
+		}
+		res.CatchUp[fault] = at.Sub(back).Seconds()
+		progress("%s: the member agent caught up %.3fs after its API server's %s", b.workload, res.CatchUp[fault], fault)
 	}
-	if err := change(1); err != nil {
-		return nil, err
-	}
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(b.opts.memberOutage):
-	}
-	if err := proxy.Heal(); err != nil {
-		return nil, err
-	}
-	back := time.Now()
-	at, err := landed("v1", ownOutageTargets+1)
-	if err != nil {
-		return nil, err
-	}
-	res.CatchUp[fault] = at.Sub(back).Seconds()
-	progress("%s: the member agent caught up %.3fs after its API server's %s", b.workload, res.CatchUp[fault], fault)
 	return res, nil
 }
