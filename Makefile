@@ -80,11 +80,8 @@ vet: ## Run go vet
 	go vet ./...
 
 .PHONY: test
-test: vet $(HELM) ## Vet, run every test with -race (unit, envtest, test/e2e), lint charts and alert rules if present
-	assets="$$(hack/envtest.sh)"; prom="$$(hack/prometheus.sh)"; \
-		KUBEBUILDER_ASSETS="$$assets" FLEETMIRROR_PROMETHEUS_DIR="$$prom" FLEETMIRROR_HELM='$(HELM)' \
-		go test -race -timeout 30m ./...
-	$(MAKE) --no-print-directory helm-lint prom-check
+test: ## Vet, run every test with -race (unit, envtest, test/e2e), lint charts and alert rules; tools built meanwhile (hack/test.sh)
+	hack/test.sh '$(HELM)'
 
 .PHONY: test-matrix
 test-matrix: ## Run a core set of the envtest and e2e tests on Kubernetes 1.34, on 1.37 and on a mixed fleet (hack/test-matrix.sh; LEGS='oldest newest mixed' picks legs)

@@ -2,12 +2,13 @@ package main
 
 import (
 	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // TestLinkerPrunesUnusedMethods builds the member as the image does and
@@ -25,10 +26,8 @@ func TestLinkerPrunesUnusedMethods(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := filepath.Join(t.TempDir(), "fleetmirror-member")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := fleettest.GoBuild(bin, "./cmd/member"); err != nil {
+		t.Fatal(err)
 	}
 	out, err := exec.Command("go", "tool", "nm", bin).Output() //nolint:gosec // the binary this test built
 	if err != nil {

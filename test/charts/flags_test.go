@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
 )
@@ -145,10 +146,7 @@ func binary(t *testing.T, name string) string {
 			return
 		}
 		for _, c := range charts {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, c.binary), "./cmd/"+c.dir)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build ./cmd/%s: %v\n%s", c.dir, err, out)
+			if buildErr = fleettest.GoBuild(filepath.Join(binDir, c.binary), "./cmd/"+c.dir); buildErr != nil {
 				return
 			}
 		}

@@ -12,7 +12,6 @@ package cluster_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/go-logr/logr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // env is what hack/cluster.sh env and the Makefile pass in.
@@ -74,10 +75,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	env.plugin = filepath.Join(tmp, "kubectl-fleetmirror")
-	build := exec.Command("go", "build", "-o", env.plugin, "./cmd/kubectl-fleetmirror")
-	build.Dir = env.root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the plugin: %v\n%s", err, out)
+	if err := fleettest.GoBuild(env.plugin, "./cmd/kubectl-fleetmirror"); err != nil {
+		fmt.Fprintf(os.Stderr, "building the plugin: %v\n", err)
 		return 1
 	}
 	return m.Run()

@@ -90,7 +90,7 @@ func TestVersionOfGoInstall(t *testing.T) {
 	}
 	modcache := filepath.Join(tmp, "mod")
 	bin := filepath.Join(tmp, "bin")
-	env := append(os.Environ(),
+	env := append(append(os.Environ(), fleettest.ImageBuildEnv...),
 		"GOBIN="+bin,
 		"GOMODCACHE="+modcache,
 		"GOPROXY=file://"+filepath.Join(tmp, "proxy")+",file://"+filepath.Join(goEnv("GOMODCACHE"), "cache", "download"),
@@ -98,7 +98,9 @@ func TestVersionOfGoInstall(t *testing.T) {
 		"GOTOOLCHAIN=local",
 		// -buildvcs=false as on our machines: no VCS stamp to fall back on.
 		// -trimpath keeps the build cache's keys free of the temporary module
-		// cache's path, so a second run compiles only what changed.
+		// cache's path, so a second run compiles only what changed; with
+		// the image's settings (ImageBuildEnv) it shares what the other
+		// tests' builds compiled (fleettest.GoBuild).
 		"GOFLAGS=-buildvcs=false -trimpath",
 	)
 	t.Cleanup(func() { // the module cache is read-only; go clean removes it

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# hack/test.sh HELM: what `make test` runs. Vets every package and runs every
+# test with the race detector against real API servers, then lints the
+# charts and checks the alert rules. HELM is the Makefile's pinned helm
+# (bin/helm-<version>), its target.
+#
+# On a fresh machine most of a first run is building: the packages with the
+# race detector, and the tools the tests run (kube-apiserver, etcd and
+# kubectl by hack/envtest.sh, helm, promtool and prometheus by
+# hack/prometheus.sh). Built one after the other, the tools left a core
+# idle for minutes: downloads and links are single-threaded, and the suite
+# itself mostly waits on API servers. So the tools are built in the
+# background, in the order the tests need them, while go compiles and the
+# tests run; each is built once under its lock, and a test package that
+# needs one before it is ready waits at that lock (the tests ask the same
+# scripts, pkg/fleettest). A variable that names a tool already
+# (KUBEBUILDER_ASSETS, FLEETMIRROR_PROMETHEUS_DIR, FLEETMIRROR_HELM) wins, as
+# before, and nothing is built for it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [[ $# -ne 1 ]]; then
+	echo "usage: $0 HELM (the Makefile's bin/helm-<version>)" >&2
+	exit 2
+fi
+helm=$1
+
+# Its own process group (job control), so that it can be stopped whole, go
+# builds included, when the run ends early.
+set -m
+(
+	hack/envtest.sh >/dev/null
+	if [[ -z "${FLEETMIRROR_HELM:-}" ]]; then
+		make --no-print-directory "$helm" >/dev/null
+	fi
+	hack/prometheus.sh >/dev/null
+) &
+tools=$!
+set +m
+stop_tools() { kill -- -"$tools" 2>/dev/null || true; }
+trap stop_tools EXIT
+
+# With -race: vet then shares the packages the tests compile, instead of
+# compiling every dependency a second time without it.
+go vet -race ./...
+go test -race -timeout 30m ./...
+
+# Whatever the tests did not need yet (prometheus when test/e2e was cached)
+# is finished before the checks that use it; a build that failed fails here.
+wait "$tools"
+trap - EXIT
+make --no-print-directory helm-lint prom-check
