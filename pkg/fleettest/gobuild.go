@@ -8,18 +8,18 @@ import (
 
 // GoBuild builds the package pkg of this repository (./cmd/member) into out
 // the way the image's binaries are built, CGO_ENABLED=0 go build -trimpath
-// (the Dockerfile), adding args (-ldflags). Tests that build an agent
+// (the Dockerfile). Tests that build an agent
 // without the race detector build it so, and so does hack/image: the build
 // cache then holds one compiled copy of every dependency for all of them.
 // Each setting of their own (cgo, -trimpath or not) compiled all of
 // Kubernetes' client libraries once more on a fresh machine, minutes of a
 // first `make test`.
-func GoBuild(out, pkg string, args ...string) error {
+func GoBuild(out, pkg string) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("go", append(append([]string{"build", "-trimpath", "-o", out}, args...), pkg)...)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), ImageBuildEnv...)
 	if msg, err := cmd.CombinedOutput(); err != nil {

@@ -477,7 +477,7 @@ func (o *options) compareFiles(workloads []string) int {
 		}
 		var results []*Result
 		for _, r := range runs {
-			if r.mode == "" || (w != wlMemberSmall && w != wlMemberLarge) {
+			if r.opts.sourceMode == "" || r.mode == "" { // not a source mode's run
 				continue
 			}
 			path := filepath.Join(o.out, r.label+".json")

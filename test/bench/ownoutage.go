@@ -179,22 +179,28 @@ func (b *bench) runOwnOutage(ctx context.Context) (*ownOutage, error) {
 		}
 		return createNamespace(ctx, c, fmt.Sprintf("%s%d", prefix, ownOutageTargets+n-1))
 	}
+	// The faults, in ownOutageFaults' order: cut makes the API server
+	// unreachable, heal makes it answer again; after a partition the
+	// source changed meanwhile (nobody else is cut off), after a restart
+	// it changes as the API server answers (nobody could write to it).
+	faults := map[string]struct {
+		cut, heal   func() error
+		changeAfter bool
+	}{
+		"partition": {cut: func() error { proxy.Cut(); return nil }, heal: proxy.Heal},
+		"restart":   {cut: c.fc.Stop, heal: c.fc.Restart, changeAfter: true}, // Restart returns once it serves
+	}
 	res := &ownOutage{OutageSeconds: b.opts.memberOutage.Seconds(), CatchUp: map[string]float64{}}
-	for i, fault := range ownOutageFaults {
-		n := i + 1
-		progress("%s: the member agent's API server: %s for %s", b.workload, fault, b.opts.memberOutage)
-		switch fault {
-		case "partition":
-			proxy.Cut()
-		case "restart":
-			if err := c.fc.Stop(); err != nil {
-				return nil, err
-			}
+	for i, name := range ownOutageFaults {
+		n, fault := i+1, faults[name]
+		progress("%s: the member agent's API server: %s for %s", b.workload, name, b.opts.memberOutage)
+		if err := fault.cut(); err != nil {
+			return nil, err
 		}
 		if err := down(); err != nil {
 			return nil, err
 		}
-		if fault == "partition" { // nobody else is cut off
+		if !fault.changeAfter {
 			if err := change(n); err != nil {
 				return nil, err
 			}
@@ -204,17 +210,11 @@ func (b *bench) runOwnOutage(ctx context.Context) (*ownOutage, error) {
 			return nil, ctx.Err()
 		case <-time.After(b.opts.memberOutage):
 		}
-		switch fault {
-		case "partition":
-			err = proxy.Heal()
-		case "restart":
-			err = c.fc.Restart() // returns once it serves
-		}
-		if err != nil {
+		if err := fault.heal(); err != nil {
 			return nil, err
 		}
 		back := time.Now()
-		if fault == "restart" {
+		if fault.changeAfter {
 			if err := change(n); err != nil {
 				return nil, err
 			}
@@ -223,8 +223,8 @@ func (b *bench) runOwnOutage(ctx context.Context) (*ownOutage, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.CatchUp[fault] = at.Sub(back).Seconds()
-		progress("%s: the member agent caught up %.3fs after its API server's %s", b.workload, res.CatchUp[fault], fault)
+		res.CatchUp[name] = at.Sub(back).Seconds()
+		progress("%s: the member agent caught up %.3fs after its API server's %s", b.workload, res.CatchUp[name], name)
 	}
 	return res, nil
 }
