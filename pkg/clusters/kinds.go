@@ -439,7 +439,7 @@ func (k *Kinds) notListable(ctx context.Context, c *Cluster, gvk schema.GroupVer
 // candidates are the kinds that may be watched in c: the explicit ones, or
 // those discovered. Every DiscoveryInterval the discovered kinds are
 // discovered again (and their REST mappings forgotten), and either way the
-// kinds found unlistable are asked about again.
+// kinds found unlistable or not served are asked about again.
 func (k *Kinds) candidates(ctx context.Context, c *Cluster) ([]schema.GroupVersionKind, error) {
 	k.mu.Lock()
 	kinds, fresh := k.discovered[c.Name()], time.Since(k.discoveredAt[c.Name()]) < k.opts.DiscoveryInterval
@@ -453,6 +453,12 @@ func (k *Kinds) candidates(ctx context.Context, c *Cluster) ([]schema.GroupVersi
 			return nil, err
 		}
 		c.mapper.Reset() // CRDs may have come or gone
+	} else {
+		// The explicit kinds and MirrorPolicies not served at the last
+		// look are asked about again: their CRD may have been installed
+		// since (a member chart installed after the hub registered the
+		// cluster). Those served keep their mappings.
+		c.mapper.ForgetMissing()
 	}
 	// Kinds the agent may not list are asked about again: RBAC may have
 	// changed.

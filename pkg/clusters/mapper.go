@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 
@@ -81,4 +82,13 @@ func (m *kindMapper) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clear(m.known)
+}
+
+// ForgetMissing forgets the kinds found not served, and keeps the
+// mappings found: a CRD installed since is found at the next question
+// about its kind, and the kinds in use cost no request.
+func (m *kindMapper) ForgetMissing() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	maps.DeleteFunc(m.known, func(_ schema.GroupVersionKind, mapping *meta.RESTMapping) bool { return mapping == nil })
 }

@@ -90,23 +90,30 @@ func (c *Cluster) WatchPolicies(ctx context.Context) (bool, error) {
 		}
 		return false, err
 	}
-	w.setHandler(func(obj any, deleted bool) {
-		if p, ok := obj.(*v1alpha1.MirrorPolicy); ok {
-			c.opts.Handler.Policy(c.opts.Name, p, deleted)
-		}
-	})
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	switch {
+	case c.closed:
+		c.mu.Unlock()
 		return false, fmt.Errorf("cluster %s: closed", c.opts.Name)
-	}
-	if c.policies != nil {
+	case c.policies != nil:
+		c.mu.Unlock()
 		return true, nil // another caller won the race
 	}
 	c.policies = w
 	if c.ctx != nil {
 		c.runPoliciesLocked()
 	}
+	c.mu.Unlock()
+	// The handler is set once the watch is the cluster's: it is called at
+	// once with each listed policy, whose reconcile reads the policy from
+	// the cluster (Policy). Set before, a reconcile that ran at once found
+	// no policy, took it for deleted, and nothing woke it again: a policy
+	// created just before the watch was never served.
+	w.setHandler(func(obj any, deleted bool) {
+		if p, ok := obj.(*v1alpha1.MirrorPolicy); ok {
+			c.opts.Handler.Policy(c.opts.Name, p, deleted)
+		}
+	})
 	return true, nil
 }
 
