@@ -8,9 +8,9 @@ import (
 
 // GoBuild builds the package pkg of this repository (./cmd/member) into out
 // the way the image's binaries are built, CGO_ENABLED=0 go build -trimpath
-// (the Dockerfile). Tests that build an agent
-// without the race detector build it so, and so does hack/image: the build
-// cache then holds one compiled copy of every dependency for all of them.
+// (the Dockerfile). Tests that build an agent without the race detector
+// build it so, and so does hack/image: the build cache then holds one
+// compiled copy of every dependency for all of them.
 // Each setting of their own (cgo, -trimpath or not) compiled all of
 // Kubernetes' client libraries once more on a fresh machine, minutes of a
 // first `make test`.
