@@ -66,9 +66,6 @@ type Options struct {
 	Workers, Parallelism int
 	// CallTimeout bounds every call to a cluster.
 	CallTimeout time.Duration
-	// CleanupTimeout bounds how long a deleted source is held while
-	// clusters with its mirrors are unreachable; zero waits forever.
-	CleanupTimeout time.Duration
 	// DeleteOrphansOfUnregistered deletes the mirrors of sources whose
 	// cluster left the fleet; otherwise they are kept and logged.
 	DeleteOrphansOfUnregistered bool

@@ -37,7 +37,6 @@ func Run(ctx context.Context, o Options) error {
 		Identities:                  true,
 		AllowedSourceClusters:       o.AllowedSourceClusters,
 		AllowedSourceNamespaces:     o.AllowedSourceNamespaces,
-		CleanupTimeout:              o.RemoteCleanupTimeout,
 		DeleteOrphansOfUnregistered: o.DeleteMirrorsOfUnregistered,
 		AwaitOthers:                 o.awaitShards,
 		MemberKinds:                 o.MemberKinds,
