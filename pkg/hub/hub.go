@@ -18,7 +18,8 @@ import (
 // FieldManager names the hub's writes in managedFields.
 const FieldManager = "fleetmirror-hub"
 
-// Finalizer is held by the hub on sources that have remote mirrors.
+// Finalizer is the finalizer earlier hubs held on sources that had remote
+// mirrors; this one holds none and takes it off.
 const Finalizer = annotations.Prefix + "hub-cleanup"
 
 // Identity marks the hub's mirrors and writes.
