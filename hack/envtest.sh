@@ -110,13 +110,10 @@ kubemodule() {
 	echo "$mod"
 }
 
-# Stamped as Kubernetes' hack/lib/version.sh does, so that --version and
-# /version name the release: the charts' kubeVersion refuses an API server
-# that says v0.0.0-master, as binaries built before the stamp do.
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-done
+# Stamped with the release (hack/kube-ldflags.sh), so that --version and
+# /version name it: the charts' kubeVersion refuses an API server that says
+# v0.0.0-master, as binaries built before the stamp do.
+ldflags="-s -w $("$root/hack/kube-ldflags.sh" "$KUBE_VERSION")"
 
 # stamped <binary> succeeds when the binary names the release it is of
 # (etcd: always). A cache built before the stamp is relinked once: with the

@@ -52,9 +52,15 @@ func TestEnvtestRelinksUnstamped(t *testing.T) {
 	fake("kube-apiserver", "Kubernetes v0.0.0-master")
 	fake("kubectl", "Client Version: v0.0.0-master")
 
-	// The fake go "builds" a binary that says the release of its ldflags.
+	// The fake go "builds" a binary that says the release of its ldflags;
+	// hack/kube-ldflags.sh's go mod download goes to the real one.
+	realGo, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
 	fakeBin, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
 	fakeGo := fmt.Sprintf(`#!/usr/bin/env bash
+[[ $1 == mod ]] && exec %q "$@"
 echo "$*" >> %q
 out= ldflags=
 while [[ $# -gt 0 ]]; do
@@ -71,7 +77,7 @@ case "$out" in
 *) exit 1 ;;
 esac
 chmod +x "$out"
-`, calls)
+`, realGo, calls)
 	if err := os.WriteFile(filepath.Join(fakeBin, "go"), []byte(fakeGo), 0o755); err != nil {
 		t.Fatal(err)
 	}
