@@ -377,7 +377,7 @@ type Stopped struct {
 // the group (AwaitStopped lists no others) and named after their holder as
 // a replica names its Lease. Each delete is conditional on the version seen
 // stopped, so that the Lease of a replica that came back since stays; a
-// Lease gone already is fine.
+// Lease gone already is fine, one that changed is reported.
 func (s *Stopped) Delete(ctx context.Context) error {
 	s.l.mu.Lock()
 	rvs := map[string]string{}
@@ -390,7 +390,11 @@ func (s *Stopped) Delete(ctx context.Context) error {
 	var errs []error
 	for name, rv := range rvs {
 		err := s.l.client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
-		if err != nil && !apierrors.IsNotFound(err) {
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err):
+			errs = append(errs, fmt.Errorf("shard Lease %s changed after its replica was seen stopped: a replica of the hub runs again; stop it and run the uninstall again", name))
+		default:
 			errs = append(errs, fmt.Errorf("deleting shard Lease %s: %w", name, err))
 		}
 	}
