@@ -22,8 +22,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // releaseName and releaseNamespace are the release every render uses.
