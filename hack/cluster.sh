@@ -114,12 +114,19 @@ host_packages() {
 # node's daemons (a kubelet that starts while containerd restarts exits, and
 # comes back). Logs go to $STATE/logs/NAME.log; the supervisor's pid, which
 # is also its process group, to $RUN/NAME.pid. A TERM to the supervisor
-# stops CMD and then the supervisor.
+# stops CMD and then the supervisor. The supervisor first closes every
+# descriptor it inherited but stdin, stdout and stderr: a lock the caller
+# holds (`flock /tmp/fleetmirror-node.lock make cluster`) would otherwise
+# stay held for as long as the node runs.
 start() {
 	local name=$1; shift
 	mkdir -p "$STATE/logs" "$RUN"
 	# shellcheck disable=SC2016 # expanded by the supervisor's shell
 	setsid bash -c '
+		for fd in /proc/$$/fd/*; do
+			fd=${fd##*/}
+			if ((fd > 2)) && [[ -e /proc/$$/fd/$fd ]]; then eval "exec $fd>&-"; fi
+		done
 		trap '"'"'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0'"'"' TERM
 		while :; do
 			"$@" &
