@@ -25,8 +25,8 @@ type Writer struct {
 	// ManagedBy is its value of the fleetmirror.io/managed-by label on
 	// its mirrors.
 	ManagedBy string
-	// Finalizers are those it put, in this version or an earlier one, on
-	// objects it does not own (sources, MirrorPolicies).
+	// Finalizers are those its earlier versions held on objects it does
+	// not own (sources, MirrorPolicies).
 	Finalizers []string
 	// Remote: its part of the fleetmirror.io/status annotation is the
 	// hub's (after " | remote: "), and the pull mirrors it serves name
@@ -49,7 +49,8 @@ var Writers = map[string]Writer{
 	},
 }
 
-// policyFinalizer is the member agent's finalizer on MirrorPolicies.
+// policyFinalizer is the finalizer earlier member agents held on
+// MirrorPolicies (pkg/controller's policyFinalizer).
 const policyFinalizer = annotations.Prefix + "policy-cleanup"
 
 // CleanupObject is one object cleanup changes, and what it does to it.
