@@ -83,12 +83,13 @@ func createMirror(g Gomega, k8s client.Client, managedBy, cluster, srcNS, name, 
 	g.Expect(k8s.Create(context.Background(), m)).To(Succeed())
 }
 
-// TestCleanup runs cleanup against a cluster that an agent left as it
-// leaves one when it goes without its uninstall: mirrors (and objects
-// that only look like them), sources with the agents' finalizers and
-// statuses, one being deleted, a MirrorPolicy being deleted, a pull
-// mirror's status, the member's kinds object. The dry run writes nothing;
-// each --apply removes exactly the marks of its --managed-by.
+// TestCleanup runs cleanup against a cluster that agents left as they
+// leave one when they go without their uninstall: mirrors (and objects
+// that only look like them), sources with the agents' finalizers (of
+// earlier versions) and statuses, one being deleted, a MirrorPolicy whose
+// CRD is being deleted, a pull mirror's status, the member's kinds
+// object. The dry run writes nothing; each --apply removes exactly the
+// marks of its --managed-by, and what was being deleted goes.
 func TestCleanup(t *testing.T) {
 	c, kubeconfig := cleanupCluster(t)
 	k8s := c.Client
@@ -136,14 +137,20 @@ func TestCleanup(t *testing.T) {
 	createMirror(g, k8s, annotations.ManagedByMember, "cluster-1", "src", "db", "a")
 	createMirror(g, k8s, annotations.ManagedByMember, "cluster-1", "src", "db", "b")
 	createMirror(g, k8s, annotations.ManagedByHub, "hub-cluster", "src", "db", "pol") // as the hub writes into a member
-	for _, o := range []client.Object{fleettest.Secret("src", "doomed"), &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "pol", Name: "doomed"}}} {
+	// The source is deleted, and so is the CRD with the policy in place
+	// (its resources then list no patch verb in discovery, yet take it).
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	crd.SetName("mirrorpolicies.fleetmirror.io")
+	for _, o := range []client.Object{fleettest.Secret("src", "doomed"), crd} {
 		g.Expect(k8s.Delete(ctx, o)).To(Succeed())
 	}
 	t.Cleanup(func() { // somebody else's finalizer would keep src/db for ever
 		_ = k8s.Patch(ctx, secret("src", "db", nil, nil), client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
 	})
-	policyExists := func() bool {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: "pol", Name: "doomed"}, &v1alpha1.MirrorPolicy{})
+	crdExists := func() bool {
+		err := k8s.Get(ctx, client.ObjectKey{Name: crd.GetName()}, crd.DeepCopy())
 		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 		return err == nil
 	}
@@ -158,7 +165,7 @@ func TestCleanup(t *testing.T) {
 	out, err := runWith(kubeconfig, "cleanup")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(resourceVersions(g, k8s)).To(Equal(before), out)
-	g.Expect(policyExists()).To(BeTrue())
+	g.Expect(crdExists()).To(BeTrue(), "the policy's finalizer holds the CRD")
 	g.Expect(out).To(HavePrefix("Dry run: nothing is written."))
 	g.Expect(out).To(MatchRegexp(`(?m)^Secret\s+a\s+db\s+delete: mirror of cluster-1/src/db \(managed-by member\)$`))
 	g.Expect(out).To(MatchRegexp(`(?m)^Secret\s+pol\s+db\s+delete: mirror of hub-cluster/src/db \(managed-by hub\)$`))
@@ -181,7 +188,7 @@ func TestCleanup(t *testing.T) {
 	g.Expect(exists(fleettest.ConfigMap("fleetmirror-system", clusters.MemberKindsName))).To(BeFalse(), "the kinds object is not a mirror: it goes")
 	// What was being deleted goes, once the finalizer is off.
 	g.Expect(exists(fleettest.Secret("src", "doomed"))).To(BeFalse(), out)
-	g.Expect(policyExists()).To(BeFalse(), out)
+	g.Eventually(crdExists, wait.Timeout, wait.Poll).Should(BeFalse(), "the policy went, and the CRD with it: %s", out)
 
 	// Everything left of both.
 	out, err = runWith(kubeconfig, "cleanup", "--apply")
