@@ -31,14 +31,14 @@ type options struct {
 }
 
 // NewCommand returns the kubectl-fleetmirror command with its subcommands
-// status, why, list, register-cluster, unregister-cluster and migrate,
-// writing to streams.
+// status, why, list, register-cluster, unregister-cluster, migrate and
+// cleanup, writing to streams.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
 	root := &cobra.Command{
 		Use:           "kubectl-fleetmirror",
 		Short:         "Explain what the fleetmirror member agent does with annotated objects",
-		Long:          "kubectl fleetmirror reports on sources of the fleetmirror member agent, computed with the agent's own\npipeline and options (read from its Deployment in --agent-namespace). status, why and list never write;\nregister-cluster and unregister-cluster register member clusters with the hub; migrate translates the\nannotations of kubernetes-reflector, kubernetes-replicator and kubemirror.",
+		Long:          "kubectl fleetmirror reports on sources of the fleetmirror member agent, computed with the agent's own\npipeline and options (read from its Deployment in --agent-namespace). status, why and list never write;\nregister-cluster and unregister-cluster register member clusters with the hub; migrate translates the\nannotations of kubernetes-reflector, kubernetes-replicator and kubemirror; cleanup removes what the agents\nleft in a cluster whose agent is gone.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.String("kubectl-fleetmirror"),
@@ -50,7 +50,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.PersistentFlags().StringVar(&o.agentNamespace, "agent-namespace", DefaultAgentNamespace, "Namespace of the member agent's Deployment, whose arguments give the policy")
 	root.PersistentFlags().StringVar(&o.hubContext, "hub-context", "", "Context (in the same kubeconfig) of the hub's cluster: CLUSTER/NS entries are then resolved as the hub does, one row per target, from the hub's Deployment options and registration Secrets")
 	root.PersistentFlags().StringVar(&o.hubNamespace, "hub-agent-namespace", DefaultAgentNamespace, "Namespace of the hub's Deployment in the hub's cluster, with --hub-context")
-	root.AddCommand(o.statusCommand(), o.whyCommand(), o.listCommand(), o.registerCommand(), o.unregisterCommand(), o.migrateCommand())
+	root.AddCommand(o.statusCommand(), o.whyCommand(), o.listCommand(), o.registerCommand(), o.unregisterCommand(), o.migrateCommand(), o.cleanupCommand())
 	return root
 }
 

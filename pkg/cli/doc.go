@@ -7,5 +7,8 @@
 // never write. register-cluster and unregister-cluster write the hub's
 // registration (and identity in the member); migrate translates other
 // mirroring tools' annotations into ours and, only with --apply or
-// --remove-old, writes them (server-side apply of our keys only).
+// --remove-old, writes them (server-side apply of our keys only); cleanup
+// does what the agents' uninstall does, for a cluster whose agent went
+// without it, and only with --apply (mirrors proven ours by the agents' own
+// ownership test, desired.Owned; the agents' finalizers and statuses).
 package cli

@@ -1,12 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -214,7 +215,7 @@ func (c *Migrator) Scan(ctx context.Context, namespace string, mappings []*meta.
 	mig := &Migration{Objects: []Migrated{}}
 	var kubemirrorSources []metav1.Object
 	for _, mp := range mappings {
-		err := c.list(ctx, mp.Resource, namespace, "", func(obj *metav1.PartialObjectMetadata) {
+		err := listMetadata(ctx, c.meta, mp.Resource, namespace, "", func(obj *metav1.PartialObjectMetadata) {
 			tr := peers.Translate(mp.GroupVersionKind.Kind, obj)
 			switch {
 			case len(tr.Tools) == 0:
@@ -234,7 +235,7 @@ func (c *Migrator) Scan(ctx context.Context, namespace string, mappings []*meta.
 	nsResource := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	switch {
 	case namespace == "":
-		err := c.list(ctx, nsResource, "", peers.KubemirrorAllowMirrors, func(ns *metav1.PartialObjectMetadata) {
+		err := listMetadata(ctx, c.meta, nsResource, "", peers.KubemirrorAllowMirrors, func(ns *metav1.PartialObjectMetadata) {
 			var targetedBy []string
 			for _, src := range kubemirrorSources {
 				if peers.KubemirrorTargets(src, ns.Name) {
@@ -249,15 +250,8 @@ func (c *Migrator) Scan(ctx context.Context, namespace string, mappings []*meta.
 	case len(kubemirrorSources) > 0:
 		mig.Notes = append(mig.Notes, fmt.Sprintf("namespaces were not scanned: run with -A to migrate their %s labels, which kubemirror's all and all-labeled entries read", peers.KubemirrorAllowMirrors))
 	}
-	sort.SliceStable(mig.Objects, func(i, j int) bool {
-		a, b := mig.Objects[i], mig.Objects[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		return a.Name < b.Name
+	slices.SortStableFunc(mig.Objects, func(a, b Migrated) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
 	if err := c.scanKyverno(ctx, namespace, mig); err != nil {
 		return nil, err
@@ -265,19 +259,20 @@ func (c *Migrator) Scan(ctx context.Context, namespace string, mappings []*meta.
 	return mig, nil
 }
 
-// list pages through the metadata of resource in namespace, optionally
-// only objects carrying the label key.
-func (c *Migrator) list(ctx context.Context, resource schema.GroupVersionResource, namespace, labelKey string, each func(*metav1.PartialObjectMetadata)) error {
-	opts := metav1.ListOptions{Limit: 500, LabelSelector: labelKey}
+// listMetadata pages through the metadata of resource in namespace ("" for
+// all), 500 objects a request, optionally only objects matching the label
+// selector.
+func listMetadata(ctx context.Context, meta metadata.Interface, resource schema.GroupVersionResource, namespace, selector string, each func(*metav1.PartialObjectMetadata)) error {
+	opts := metav1.ListOptions{Limit: 500, LabelSelector: selector}
 	for {
 		var (
 			l   *metav1.PartialObjectMetadataList
 			err error
 		)
 		if namespace == "" {
-			l, err = c.meta.Resource(resource).List(ctx, opts)
+			l, err = meta.Resource(resource).List(ctx, opts)
 		} else {
-			l, err = c.meta.Resource(resource).Namespace(namespace).List(ctx, opts)
+			l, err = meta.Resource(resource).Namespace(namespace).List(ctx, opts)
 		}
 		if err != nil {
 			return err

@@ -17,7 +17,6 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/cli"
-	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/peers"
 )
 
@@ -46,12 +45,7 @@ func resourceVersions(g Gomega, k8s client.Client) map[string]string {
 }
 
 // get reads obj (namespace and name set) afresh: it must exist.
-func get[T client.Object](g Gomega, obj T) T {
-	got, err := fleettest.Lookup(api.Hub, obj)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got).NotTo(BeNil(), "%s/%s", obj.GetNamespace(), obj.GetName())
-	return got
-}
+func get[T client.Object](g Gomega, obj T) T { return getIn(g, api.Hub, obj) }
 
 // TestMigrate migrates sources, pull mirrors and a namespace of the three
 // tools, written as each tool's users and the tools themselves write them,

@@ -133,6 +133,12 @@ const (
 	remotePrefix    = "remote: "
 )
 
+// StatusWithout returns the status annotation current without the part of
+// one writer (the hub's when remote, the member's otherwise): what the
+// writer's uninstall leaves, which kubectl fleetmirror cleanup leaves too
+// for an agent that is gone without one.
+func StatusWithout(current string, remote bool) string { return mergeStatus(current, "", remote) }
+
 // mergeStatus returns current with this writer's part replaced by part
 // ("" removes it).
 func mergeStatus(current, part string, remote bool) string {
