@@ -29,6 +29,13 @@ func TestRefusedInstall(t *testing.T) {
 	deleteCRD(t)
 	const existing, created = "fm-refused", "fm-refused-new"
 	namespace(t, cs, existing, nil)
+	t.Cleanup(func() {
+		// Only if Helm took what it should have refused.
+		for _, ns := range []string{existing, created} {
+			_, _ = tryCommand(env.helm, "uninstall", memberRelease, "--namespace", ns, "--wait", "--timeout", "5m")
+		}
+		_, _ = tryCommand(env.kubectl, "delete", "namespace", created, "--ignore-not-found", "--wait=false")
+	})
 	inNamespace, clusterWide := namespaceObjects(t, existing), releaseClusterObjects(t, memberRelease)
 
 	for name, tc := range map[string]struct {
