@@ -45,9 +45,6 @@ type Writer struct {
 	// AllowedSourceClusters and AllowedSourceNamespaces limit the sources
 	// whose entries the writer serves; empty allows all.
 	AllowedSourceClusters, AllowedSourceNamespaces glob.List
-	// CleanupTimeout bounds how long a deleted source is held while
-	// clusters with its mirrors are unreachable; zero waits forever.
-	CleanupTimeout time.Duration
 	// DeleteOrphansOfUnregistered deletes the mirrors of sources whose
 	// cluster left the fleet; otherwise they are kept and logged.
 	DeleteOrphansOfUnregistered bool
@@ -112,7 +109,6 @@ func Run(ctx context.Context, o Options, w Writer) error {
 		Workers:                     o.Workers,
 		Parallelism:                 o.WriteParallelism,
 		CallTimeout:                 o.CallTimeout,
-		CleanupTimeout:              w.CleanupTimeout,
 		DeleteOrphansOfUnregistered: w.DeleteOrphansOfUnregistered,
 		BreakerThreshold:            o.BreakerThreshold,
 		BreakerBase:                 o.BreakerBaseDelay,

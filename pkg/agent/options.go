@@ -201,8 +201,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet, b Binary) {
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", "", "Address of the pprof endpoints; empty disables them.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
 	// Uninstall mode.
-	fs.BoolVar(&o.Uninstall, "uninstall", false, "Mirror nothing: take back what this agent put into its clusters, and exit. Once the agent's replicas have stopped (it waits for the leader election Lease with --leader-elect, for the shard Leases with --shards=auto), it deletes its mirrors, takes its finalizer and its part of fleetmirror.io/status off the sources and its status off the pull mirrors it serves, in every cluster it reaches; it exits 1 naming the clusters it could not finish. The charts' post-delete hook runs it.")
-	fs.BoolVar(&o.UninstallKeepMirrors, "uninstall-keep-mirrors", false, "With --uninstall: leave the mirrors in place (nothing updates them any more); only finalizers and statuses are removed.")
+	fs.BoolVar(&o.Uninstall, "uninstall", false, "Mirror nothing: take back what this agent put into its clusters, and exit. Once the agent's replicas have stopped (it waits for the leader election Lease with --leader-elect, for the shard Leases with --shards=auto), it deletes its mirrors, takes its part of fleetmirror.io/status off the sources (and the finalizers earlier versions held off sources and MirrorPolicies) and its status off the pull mirrors it serves, in every cluster it reaches; it exits 1 naming the clusters it could not finish. The charts' post-delete hook runs it.")
+	fs.BoolVar(&o.UninstallKeepMirrors, "uninstall-keep-mirrors", false, "With --uninstall: leave the mirrors in place (nothing updates them any more); only statuses (and earlier versions' finalizers) are removed.")
 	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", 2*time.Minute, "With --uninstall: how long it may take in all, waiting for the replicas to stop and for unreachable clusters; then it exits 1 naming what is left where.")
 }
 

@@ -22,7 +22,10 @@ type Identity struct {
 	// FieldManager names the writer's writes in managedFields, and is the
 	// component of its Events.
 	FieldManager string
-	// Finalizer is held on sources that have mirrors, for prompt cleanup.
+	// Finalizer is the finalizer earlier versions held on sources that
+	// had mirrors. None is added any more (a finalizer outlives its agent
+	// and would leave the owner's object stuck in deletion); the writer
+	// takes it off wherever it finds it.
 	Finalizer string
 }
 
@@ -66,9 +69,6 @@ type Options struct {
 	Workers, Parallelism int
 	// CallTimeout bounds every call to a cluster.
 	CallTimeout time.Duration
-	// CleanupTimeout bounds how long a deleted source is held while
-	// clusters with its mirrors are unreachable; zero waits forever.
-	CleanupTimeout time.Duration
 	// DeleteOrphansOfUnregistered deletes the mirrors of sources whose
 	// cluster left the fleet; otherwise they are kept and logged.
 	DeleteOrphansOfUnregistered bool

@@ -61,8 +61,12 @@ func (e *eventSource) Source(cluster string, gvk schema.GroupVersionKind, obj *u
 }
 
 // Mirror enqueues the source of a mirror that was deleted or drifted from
-// what we wrote. Mirrors that hold what we stamped need no attention: their
-// source's own events cover every change we make.
+// what we wrote, or whose source is not cached. Mirrors that hold what we
+// stamped need no attention: their source's own events cover every change
+// we make. But a mirror written by a reconcile that ran while its source was
+// being deleted may reach the cache after the source's release looked for
+// mirrors to delete: no finalizer holds the source for it, so the mirror's
+// own arrival has its (missing) source looked at again.
 func (e *eventSource) Mirror(cluster string, gvk schema.GroupVersionKind, obj *clusters.Mirror, deleted bool) {
 	if deleted {
 		e.reconciler.Applier.Forget(cluster, gvk, obj)
@@ -70,10 +74,25 @@ func (e *eventSource) Mirror(cluster string, gvk schema.GroupVersionKind, obj *c
 		e.reconciler.Applier.Seen(cluster, gvk, obj)
 	}
 	if !deleted && obj.GetDeletionTimestamp() == nil &&
-		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] {
+		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] && e.sourceCached(gvk, obj) {
 		return
 	}
 	e.enqueueSourceOf(gvk, obj)
+}
+
+// sourceCached reports whether the source of mirror m is in its cluster's
+// caches (or its reference cannot be read: nothing to look at).
+func (e *eventSource) sourceCached(gvk schema.GroupVersionKind, m *clusters.Mirror) bool {
+	cluster, ns, name, ok := ParseSourceRef(m.GetAnnotations()[annotations.AnnotationSource])
+	if !ok {
+		return true
+	}
+	c := e.fleet.Cluster(cluster)
+	if c == nil {
+		return true // a cluster that left: Left and the sweeps look at these
+	}
+	_, cached := c.Source(gvk, ns, name)
+	return cached
 }
 
 func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror) {

@@ -22,7 +22,6 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
-	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/peers"
 	"github.com/fleetmirror/fleetmirror/pkg/policy"
 )
@@ -45,8 +44,12 @@ const (
 	ReasonNoSources = "NoSources"
 )
 
-// The policy's finalizer: its sources' mirrors are removed before it goes.
-// The sources themselves never carry one of ours: they are not ours.
+// policyFinalizer is the finalizer older versions held on MirrorPolicies.
+// None is added any more: a policy's mirrors are removed when its deletion
+// is seen, or by the sweep at the next start, so that an agent that is gone
+// (uninstalled without its hook, its namespace deleted, scaled to zero)
+// never leaves a policy, its namespace or the CRD stuck in deletion.
+// Agents take it off wherever they find it.
 const policyFinalizer = annotations.Prefix + "policy-cleanup"
 
 // retryPolicy is how soon a policy waiting for its sources' watches or
@@ -65,11 +68,10 @@ type policyOutcome struct {
 	reason, problem string
 }
 
-// policyState is the spec (generation) and deletion of a policy, and the
-// epoch of its sources' watches.
+// policyState is the spec (generation) of a policy and the epoch of its
+// sources' watches.
 type policyState struct {
 	generation int64
-	deleting   bool
 	watches    uint64
 }
 
@@ -214,10 +216,10 @@ func (r *Reconciler) request(c *clusters.Cluster, key Key, src *unstructured.Uns
 
 // servedOutcome records what the reconcile of the source key found for
 // via, the policy that mirrors it: what was written, and the first thing
-// wrong (the source refused, the spec invalid, else what the plan or the
-// writes report), which the annotations would report in Events on the
-// source.
-func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.MirrorPolicy, plan Plan, sum summary, refused, invalid string) {
+// wrong (the source refused, else what the plan or the writes report),
+// which the annotations would report in Events on the source. What is
+// wrong in the spec itself the policy's reconcile finds (specProblems).
+func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.MirrorPolicy, plan Plan, sum summary, refused string) {
 	id := clusters.PolicyID(via.Namespace, via.Name)
 	o := policyOutcome{servedBy: id, synced: sum.created + sum.updated + sum.replaced + sum.unchanged,
 		conflicts: len(sum.conflicts), failures: len(sum.failures)}
@@ -228,7 +230,6 @@ func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.M
 	}{
 		{ReasonSourceRefused, refused != "", refused},
 		{ReasonSourceRefused, plan.Ignored != "", plan.Ignored},
-		{ReasonInvalidPolicy, invalid != "", invalid},
 		{ReasonTargetConflict, len(sum.conflicts) > 0, "not written, name taken: " + joinLimited(sum.conflicts)},
 		{ReasonSyncFailed, len(sum.failures) > 0, "writing failed, will retry: " + joinLimited(sum.failures)},
 		{ReasonTransformFailed, len(sum.transformErrs) > 0, "transform rules failed: " + joinLimited(sum.transformErrs)},
@@ -314,8 +315,8 @@ func policySourcesListing(c *clusters.Cluster, key Key) bool {
 	return false
 }
 
-// reconcilePolicy keeps a MirrorPolicy's watches of its sources, its
-// finalizer and its status. Its sources are reconciled as any source is
+// reconcilePolicy keeps a MirrorPolicy's watches of its sources and its
+// status. Its sources are reconciled as any source is
 // (reconcile): the policy is how their request is read.
 func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, error) {
 	log := logf.FromContext(ctx).WithValues("cluster", key.Cluster, "mirrorPolicy", key.Namespace+"/"+key.Name)
@@ -330,7 +331,16 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		return Result{}, nil
 	}
 	p, ok := c.Policy(key.Namespace, key.Name)
-	if !ok {
+	if ok {
+		// The finalizer an older version held goes first, so that a
+		// policy being deleted is not held by it.
+		if err := r.dropPolicyFinalizer(ctx, c, p); err != nil {
+			return Result{}, err
+		}
+	}
+	if !ok || p.DeletionTimestamp != nil {
+		// Being deleted (another finalizer holds it) is as good as gone:
+		// its sources are released now.
 		held := c.UnwatchPolicySources(id)
 		r.policies.memos.Delete(key)
 		r.enqueueSources(c, held)
@@ -340,16 +350,14 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 
 	// 2. Watch what the spec names. A spec the CRD's schema should have
 	// refused changes nothing until it is fixed, as invalid transform
-	// rules do: a typo does not remove every mirror. Deleted, it lets its
-	// sources go.
+	// rules do: a typo does not remove every mirror.
 	gvk, sel, err := policy.Source(&p.Spec)
 	if err != nil {
-		if p.DeletionTimestamp != nil && !r.readOnly(c) {
-			r.enqueueSources(c, c.UnwatchPolicySources(id))
-			return Result{}, r.patchPolicyFinalizer(ctx, c, p, false)
-		}
 		return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonInvalidPolicy, err.Error()))
 	}
+	// What else the spec gets wrong is said on the policy, whose author
+	// may not even read its sources' Events; the valid rest is served.
+	invalid := specProblems(&p.Spec)
 	spec := clusters.PolicySources{GVK: gvk, Namespace: p.Namespace, Names: p.Spec.Source.Names, Selector: sel}
 	held, err := c.WatchPolicySources(id, spec)
 	if err != nil {
@@ -381,49 +389,25 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	memo.waitingSince = time.Time{}
 	r.unpark(key, gvk)
 
-	// 3. Once per change of the spec, of its deletion or of its watches
+	// 3. Once per change of the spec or of its watches
 	// (whose first lists nobody else hands on), and once they have
 	// synced, every source it holds is looked at.
-	now := policyState{generation: p.Generation, deleting: p.DeletionTimestamp != nil, watches: epoch}
+	now := policyState{generation: p.Generation, watches: epoch}
 	if memo.acted == nil || *memo.acted != now {
 		memo.acted = &now
 		r.enqueueSources(c, sources)
 	}
 
-	// 4. Deleted: the finalizer goes once no source it served has a
-	// mirror left in its cluster. It is the member agent's: the hub holds
-	// none, and removes its mirrors elsewhere as their sources are
-	// released (a hub that was away finds them by its start-up sweep).
-	if r.readOnly(c) || (r.opts.Scope == ScopeRemote && p.DeletionTimestamp != nil) {
+	if r.readOnly(c) {
 		return Result{}, nil
 	}
-	if p.DeletionTimestamp != nil {
-		for _, s := range sources {
-			ref := desired.SourceRef(c.Name(), s.GetNamespace(), s.GetName())
-			// Mirrors of a source not looked at since may be this
-			// policy's: wait for its reconcile.
-			if o, ok := r.outcome(sourceKey(c, gvk, s), id); (!ok || o.servedBy == id) && len(c.MirrorsOf(gvk, ref)) > 0 {
-				return Result{RequeueAfter: retryPolicy}, nil
-			}
-		}
-		// Its sources may be named by another policy, which mirrors them
-		// from now on.
-		r.enqueueSources(c, c.UnwatchPolicySources(id))
-		r.fleet.KindsChanged()
-		return Result{}, r.patchPolicyFinalizer(ctx, c, p, false)
-	}
-	if r.opts.Scope == ScopeLocal && !slices.Contains(p.Finalizers, policyFinalizer) {
-		if err := r.patchPolicyFinalizer(ctx, c, p, true); err != nil {
-			return Result{}, err
-		}
-	}
 
-	// 5. The status, from what each source's last reconcile found. The
+	// 4. The status, from what each source's last reconcile found. The
 	// sources enqueued above are being looked at, and each enqueues the
 	// policy again when done: saying Pending meanwhile would only flap a
 	// Ready policy (after a restart no source has an outcome yet). Pending
 	// is said once it lasts pendingGrace.
-	st, pending := r.aggregate(c, p, id, gvk, sources)
+	st, pending := r.aggregate(c, p, id, gvk, sources, invalid)
 	if pending == 0 {
 		memo.pendingSince = time.Time{}
 	} else {
@@ -517,10 +501,43 @@ func (r *Reconciler) failedStatus(p *v1alpha1.MirrorPolicy, reason, msg string) 
 	return st
 }
 
+// specProblems is what the parser finds wrong in spec beyond its source:
+// target entries, selectors, limits, transform rules, each naming its
+// field. invalid transform rules come first: they stop all mirroring.
+func specProblems(spec *v1alpha1.MirrorPolicySpec) (invalid invalidSpec) {
+	req := policy.Request(spec)
+	if req.TransformErr != nil {
+		invalid.transform = true
+		invalid.problems = append(invalid.problems, fmt.Sprintf("spec.transform: %v; nothing is mirrored until it is fixed", req.TransformErr))
+	}
+	invalid.problems = append(invalid.problems, req.Problems...)
+	return invalid
+}
+
+// invalidSpec is what specProblems found.
+type invalidSpec struct {
+	problems []string
+	// transform: the transform rules are invalid, so nothing is mirrored.
+	transform bool
+}
+
+// notReady are the reasons a source's outcome gives that keep its mirrors
+// from being in place: the policy is not Ready while one of its sources
+// gives one. The others (a namespace excluded, opted out or missing) say
+// why a mirror is not wanted, not that a wanted one is missing.
+var notReady = map[string]bool{
+	ReasonSourceRefused: true, ReasonInvalidPolicy: true, ReasonTargetConflict: true, ReasonSyncFailed: true,
+	ReasonTransformFailed: true, ReasonTargetsOverLimit: true, ReasonClusterUnreachable: true,
+}
+
 // aggregate is the writer's part of p's next status, from what the last
-// reconcile of each of its sources found, and how many have no outcome yet. The hub has nothing to say of a
-// policy without CLUSTER/NS entries.
-func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id string, gvk schema.GroupVersionKind, sources []*unstructured.Unstructured) (st v1alpha1.MirrorPolicyStatus, pending int) {
+// reconcile of each of its sources found and what is wrong in its spec
+// (invalid), and how many sources have no outcome yet. The hub has nothing
+// to say of a policy without CLUSTER/NS entries.
+//
+// Degraded is True, with InvalidPolicy first, when anything is wrong;
+// Ready is True only when every source's wanted mirrors are in place.
+func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id string, gvk schema.GroupVersionKind, sources []*unstructured.Unstructured, invalid invalidSpec) (st v1alpha1.MirrorPolicyStatus, pending int) {
 	sp := r.statusPart()
 	st = sp.own(p.Status)
 	if sp.remote {
@@ -531,7 +548,11 @@ func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id
 		st.ObservedGeneration = p.Generation
 	}
 	var synced, conflicts int32
-	problems, reason := []string{}, ""
+	problems, reason := slices.Clone(invalid.problems), ""
+	if len(problems) > 0 {
+		reason = ReasonInvalidPolicy
+	}
+	notReadyReason, notReadyProblems := "", []string{}
 	for _, s := range sources {
 		o, ok := r.outcome(sourceKey(c, gvk, s), id)
 		if !ok {
@@ -543,10 +564,17 @@ func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id
 		if o.claimedBy != "" {
 			conflicts++
 		}
-		if o.problem != "" {
-			problems = append(problems, o.problem)
-			if reason == "" {
-				reason = o.reason
+		if o.problem == "" {
+			continue
+		}
+		problems = append(problems, o.problem)
+		if reason == "" {
+			reason = o.reason
+		}
+		if notReady[o.reason] {
+			notReadyProblems = append(notReadyProblems, o.problem)
+			if notReadyReason == "" {
+				notReadyReason = o.reason
 			}
 		}
 	}
@@ -561,8 +589,12 @@ func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id
 		set(&st, p, sp.degraded, metav1.ConditionFalse, ReasonSynced, "Nothing wrong")
 	}
 	switch {
+	case invalid.transform:
+		set(&st, p, sp.ready, metav1.ConditionFalse, ReasonInvalidPolicy, invalid.problems[0])
 	case pending > 0:
 		set(&st, p, sp.ready, metav1.ConditionFalse, ReasonPending, fmt.Sprintf("%d of %d sources not mirrored yet", pending, len(sources)))
+	case notReadyReason != "":
+		set(&st, p, sp.ready, metav1.ConditionFalse, notReadyReason, joinLimited(notReadyProblems))
 	case len(sources) == 0:
 		set(&st, p, sp.ready, metav1.ConditionTrue, ReasonNoSources, "No "+gvk.Kind+" named by the policy exists in "+p.Namespace)
 	default:
@@ -611,25 +643,14 @@ func (r *Reconciler) writePolicyStatus(ctx context.Context, c *clusters.Cluster,
 	return Result{}, ignoreNotFound(err)
 }
 
-// patchPolicyFinalizer adds (hold) or removes our finalizer on p, guarded
-// by its resourceVersion: a conflict is retried from the next event.
-func (r *Reconciler) patchPolicyFinalizer(ctx context.Context, c *clusters.Cluster, p *v1alpha1.MirrorPolicy, hold bool) error {
-	fins := withoutFinalizer(p.Finalizers, policyFinalizer)
-	if hold {
-		fins = append(fins, policyFinalizer)
-	} else if len(fins) == len(p.Finalizers) {
+// dropPolicyFinalizer takes the finalizer older member agents held off p,
+// guarded by its resourceVersion: a conflict is retried from the next
+// event. Only the member agent writes it; the hub never held one.
+func (r *Reconciler) dropPolicyFinalizer(ctx context.Context, c *clusters.Cluster, p *v1alpha1.MirrorPolicy) error {
+	if r.opts.Scope != ScopeLocal || r.readOnly(c) || !slices.Contains(p.Finalizers, policyFinalizer) {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": p.ResourceVersion, "finalizers": fins}})
-	if err != nil {
-		return err
-	}
-	res, err := c.Resource(clusters.PolicyGVK, p.Namespace)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := r.callContext(ctx, c)
-	defer cancel()
-	_, err = res.Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.opts.Identity.FieldManager})
+	key := policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name))
+	_, err := r.patchMetadata(ctx, c, key, p.ResourceVersion, withoutFinalizer(p.Finalizers, policyFinalizer), nil)
 	return ignoreNotFound(err)
 }

@@ -134,7 +134,9 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		r.warnIf(c, src, ReasonSourceRefused, true, "Not mirrored: %s", refusal)
 		req.Sync = false
 	}
-	if r.warnIf(c, src, ReasonInvalidAnnotation, len(req.Problems) > 0, "%s", joinLimited(req.Problems)) {
+	// A policy's problems are said on the policy (reconcilePolicy), whose
+	// author may not even read the source's Events.
+	if r.warnIf(c, src, ReasonInvalidAnnotation, via == nil && len(req.Problems) > 0, "%s", joinLimited(req.Problems)) {
 		metrics.InvalidAnnotations.WithLabelValues(metrics.KindLabel(key.GVK)).Inc()
 	}
 	var plan Plan
@@ -147,12 +149,34 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		}
 		res, err := r.removeAll(ctx, c, key, src, ref)
 		if via != nil && err == nil {
-			r.servedOutcome(c, key, via, plan, summary{}, refusal, "")
+			r.servedOutcome(c, key, via, plan, summary{}, refusal)
 		}
 		return res, err
 	}
 
-	// 3. Fetch the source from the API server when asked to: the cache may
+	// 3. Let go of what an older version or an older claim left on the
+	// source: the finalizer older versions held (none is added any
+	// more: a finalizer outlives its agent and would leave the owner's
+	// object, and its namespace, stuck in deletion), and, for a source a
+	// policy now serves, the status its annotations had us write. meta
+	// follows our writes, so that the status write below starts from
+	// this one and does not conflict with it.
+	var meta metav1.Object = src
+	if r.stale(c, src, via) {
+		var part *string
+		if via != nil {
+			part = new(string)
+		}
+		var err error
+		if meta, err = r.patchSource(ctx, c, key, src, part); err != nil {
+			return Result{}, ignoreNotFound(err)
+		}
+		src = src.DeepCopy() // the cached object is shared: copy before changing
+		src.SetFinalizers(meta.GetFinalizers())
+		src.SetAnnotations(meta.GetAnnotations())
+	}
+
+	// 4. Fetch the source from the API server when asked to: the cache may
 	// lag behind another writer of the source. The mirrors are built from
 	// the fresh object, so its transform rules and adopt list are the ones
 	// that count; the plan stays that of the cached object.
@@ -169,16 +193,17 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		}
 	}
 
-	// 4. Report what the annotations got wrong or could not reach. Invalid
+	// 5. Report what the annotations got wrong or could not reach. Invalid
 	// transform rules stop everything: mirroring untransformed content the
 	// owner meant to change would be a surprise write.
 	r.reportPlan(c, src, plan)
-	if r.warnIf(c, src, ReasonInvalidTransform, req.TransformErr != nil, "Nothing written or removed until the rules are fixed: %v", req.TransformErr) {
+	if r.warnIf(c, src, ReasonInvalidTransform, via == nil && req.TransformErr != nil, "Nothing written or removed until the rules are fixed: %v", req.TransformErr) {
 		metrics.TransformErrors.WithLabelValues(metrics.KindLabel(key.GVK)).Inc()
 	}
 	if req.TransformErr != nil {
 		if via != nil {
-			r.servedOutcome(c, key, via, plan, summary{}, "", "spec.transform: "+req.TransformErr.Error())
+			// The policy's status says what is wrong with its rules.
+			r.servedOutcome(c, key, via, plan, summary{}, "")
 		}
 		// Done until the source changes: fixing the rules is an update
 		// event. Not a reconcile.TerminalError, which would change the
@@ -190,21 +215,6 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		// this one into a RequeueAfter. It would also log "Reconciler
 		// error" for a user's mistake the Warning Event already reports.
 		return Result{}, nil
-	}
-
-	// 5. Hold the finalizer before the first mirror exists. meta follows
-	// our writes to the source, so that the status write below starts
-	// from the finalizer write and does not conflict with it. In a read-only
-	// cluster the replica that serves it holds it. A source named by a
-	// policy is not ours to write: its policy holds the finalizer.
-	var meta metav1.Object = src
-	if via == nil && !r.readOnly(c) && !slices.Contains(src.GetFinalizers(), r.opts.Identity.Finalizer) {
-		var err error
-		if meta, err = r.patchSource(ctx, c, key, src, true, nil); err != nil {
-			return Result{}, ignoreNotFound(err)
-		}
-		src = src.DeepCopy() // the cached object is shared: copy before changing
-		src.SetFinalizers(meta.GetFinalizers())
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
@@ -299,8 +309,9 @@ const (
 // refuseMirror handles a mirror that carries the enabled label: a mirror is
 // never a source (its source is). It warns once per object and message,
 // within a shared budget, and writes nothing to the object, which may not
-// even be ours. Only our own finalizer, left from a time the object was a
-// source, is taken off, after the mirrors it had are removed.
+// even be ours. Only our own finalizer, left by an older version from a
+// time the object was a source, is taken off, after the mirrors it had are
+// removed.
 func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (Result, error) {
 	msg := fmt.Sprintf("Not mirrored: it is itself a mirror (label %s=true) of %s; remove the label %s, or annotate its source instead",
 		annotations.LabelMirror, cmp.Or(src.GetAnnotations()[annotations.AnnotationSource], "an unknown source"), annotations.LabelEnabled)
@@ -318,8 +329,8 @@ func (r *Reconciler) refuseMirror(ctx context.Context, c *clusters.Cluster, key 
 }
 
 // release handles a source missing from the cache: deleted, or its enabled
-// label removed. It removes the mirrors and, if the object still exists,
-// our finalizer.
+// label removed, or no policy names it any more. It removes the mirrors
+// and, if the object still exists, the finalizer an older version held.
 func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, ref string) (Result, error) {
 	r.observed.Delete(key)
 	// The policies themselves are always cached whole: WatchPolicies lists
@@ -369,9 +380,9 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 }
 
 // removeAll deletes every mirror of a source that wants none from us and
-// then lets go of it: finalizer removed, our part of the status cleared. A
-// deleted source whose mirrors sit in unreachable clusters is held up to
-// CleanupTimeout; the orphan sweep removes those mirrors later.
+// then lets go of it: our part of the status cleared, and the finalizer an
+// older version held removed. Mirrors in clusters that are unreachable now
+// are removed when they come back (the sweep of Up).
 func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (Result, error) {
 	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
 	if err := sum.err(); err != nil {
@@ -380,21 +391,14 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 	if sum.deleted > 0 {
 		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
 	}
-	_, unreachable := r.mirrorClusters(key.Cluster)
-	if del := src.GetDeletionTimestamp(); del != nil && len(unreachable) > 0 {
-		if wait := r.opts.CleanupTimeout - time.Since(del.Time); r.opts.CleanupTimeout == 0 || wait > 0 {
-			r.warnIf(c, src, ReasonClusterUnreachable, true, "Waiting to remove mirrors in unreachable clusters: %s", joinLimited(unreachable))
-			return Result{RequeueAfter: min(max(wait, time.Second), retryUnreachable)}, nil
-		}
-	}
 	if r.readOnly(c) {
-		return Result{}, nil // the finalizer and status are its serving replica's
+		return Result{}, nil // the status is its serving replica's
 	}
 	var part *string
 	if src.GetDeletionTimestamp() == nil {
 		part = new(string) // clear our part of the status
 	}
-	_, err := r.patchSource(ctx, c, key, src, false, part)
+	_, err := r.patchSource(ctx, c, key, src, part)
 	return Result{}, ignoreNotFound(err)
 }
 
@@ -499,9 +503,9 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		"Not mirrored to %s: another replica of the sharded hub serves them and does not read cluster %s; a source in a member cluster reaches only the clusters of its own shard (docs/federation.md)",
 		joinLimited(plan.Elsewhere), key.Cluster)
 	if via != nil {
-		r.servedOutcome(c, key, via, plan, sum, "", "")
+		r.servedOutcome(c, key, via, plan, sum, "")
 	} else if r.opts.WriteStatus && plan.Pending == 0 && !r.readOnly(c) {
-		if _, err := r.patchSource(ctx, c, key, meta, true, &line); err != nil {
+		if _, err := r.patchSource(ctx, c, key, meta, &line); err != nil {
 			return Result{}, ignoreNotFound(err)
 		}
 	}
@@ -591,18 +595,18 @@ func (r *Reconciler) takeObserved(key Key) time.Time {
 	return time.Time{}
 }
 
-// patchSource adds or removes our finalizer on src and sets our part of
-// its status annotation (part nil: leave it; "": remove our part). It
-// writes only what changes, and always with the resourceVersion of the
-// metadata it computed the change from, so that a concurrent change of the
-// finalizers or of the other writer's part of the status is never lost. It
-// returns the source's metadata as written (src when nothing was).
+// patchSource sets our part of src's status annotation (part nil: leave
+// it; "": remove our part) and takes off the finalizer older versions
+// held. It writes only what changes, and always with the resourceVersion
+// of the metadata it computed the change from, so that a concurrent change
+// of the finalizers or of the other writer's part of the status is never
+// lost. It returns the source's metadata as written (src when nothing was).
 //
 // The agent's own writes never conflict with each other. A cached src
 // older than our last write of it (the cache has not caught up) is read
 // again first; a conflict with somebody else's write is answered by
 // reading the source again and computing the change once more.
-func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key Key, src metav1.Object, hold bool, part *string) (metav1.Object, error) {
+func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key Key, src metav1.Object, part *string) (metav1.Object, error) {
 	cur := src
 	if v, ok := r.sourceWrites.Load(key); ok && olderThan(cur.GetResourceVersion(), v.(string)) {
 		fresh, err := r.freshSource(ctx, c, key)
@@ -612,7 +616,7 @@ func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key K
 		cur = fresh
 	}
 	for attempt := 0; ; attempt++ {
-		fins, status := r.sourceChange(cur, hold, part)
+		fins, status := r.sourceChange(cur, part)
 		if fins == nil && status == nil {
 			return cur, nil
 		}
@@ -630,14 +634,11 @@ func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key K
 	}
 }
 
-// sourceChange returns what patchSource writes onto cur: the new
-// finalizers and the new status annotation, each nil when unchanged.
-func (r *Reconciler) sourceChange(cur metav1.Object, hold bool, part *string) (finalizers []string, status *string) {
-	fins := cur.GetFinalizers()
-	switch has := slices.Contains(fins, r.opts.Identity.Finalizer); {
-	case hold && !has:
-		finalizers = append(slices.Clone(fins), r.opts.Identity.Finalizer)
-	case !hold && has:
+// sourceChange returns what patchSource writes onto cur: the finalizers
+// without the one older versions held, and the new status annotation,
+// each nil when unchanged.
+func (r *Reconciler) sourceChange(cur metav1.Object, part *string) (finalizers []string, status *string) {
+	if fins := cur.GetFinalizers(); slices.Contains(fins, r.opts.Identity.Finalizer) {
 		finalizers = withoutFinalizer(fins, r.opts.Identity.Finalizer)
 	}
 	if part != nil {
@@ -647,6 +648,18 @@ func (r *Reconciler) sourceChange(cur metav1.Object, hold bool, part *string) (f
 		}
 	}
 	return finalizers, status
+}
+
+// stale reports whether src carries what patchSource takes off before a
+// reconcile writes mirrors: the finalizer older versions held or, when a
+// policy serves src (via), our part of its status.
+func (r *Reconciler) stale(c *clusters.Cluster, src metav1.Object, via *v1alpha1.MirrorPolicy) bool {
+	if r.readOnly(c) {
+		return false
+	}
+	empty := ""
+	fins, status := r.sourceChange(src, &empty)
+	return fins != nil || (via != nil && status != nil)
 }
 
 // freshSource reads the source's metadata from the API server; a source

@@ -165,40 +165,40 @@ func live(g Gomega, ns, name string) *corev1.Secret {
 	return sec
 }
 
-// TestPatchSourceFinalizer: the finalizer is added once, a write that
-// changes nothing is not sent, also from a cache behind our last write,
-// and letting go removes it.
+// TestPatchSourceFinalizer: the finalizer older versions held is taken
+// off by the first write and never put back; a write that changes
+// nothing is not sent, also from a cache behind our last write; somebody
+// else's finalizer stays.
 func TestPatchSourceFinalizer(t *testing.T) {
 	s := newSteps(t, Options{})
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns, key, src := s.sourceIn(g, "finalizer", otherFinalizer)
+	ns, key, src := s.sourceIn(g, "finalizer", otherFinalizer, identity.Finalizer)
 	var meta metav1.Object = src
 	for _, step := range []struct {
 		name string
-		hold bool
+		part *string
 		// fromCache starts from the cached source, which may be behind
 		// our last write, instead of what the last step wrote.
-		fromCache      bool
-		wantFinalizers []string
-		wantWrite      bool
+		fromCache bool
+		wantWrite bool
 	}{
-		{"hold", true, false, []string{otherFinalizer, identity.Finalizer}, true},
-		{"hold again", true, false, []string{otherFinalizer, identity.Finalizer}, false},
-		{"hold again, from the cache", true, true, []string{otherFinalizer, identity.Finalizer}, false},
-		{"let go", false, false, []string{otherFinalizer}, true},
-		{"let go again", false, false, []string{otherFinalizer}, false},
+		{"let go", nil, false, true},
+		{"let go again", nil, false, false},
+		{"let go again, from the cache", nil, true, false},
+		{"status, from the cache", new("1/1 namespaces synced"), true, true},
+		{"same status", new("1/1 namespaces synced"), false, false},
 	} {
 		before := live(g, ns, "db").ResourceVersion
 		from := meta
 		if step.fromCache {
 			from = src
 		}
-		written, err := s.r.patchSource(ctx, s.c, key, from, step.hold, nil)
+		written, err := s.r.patchSource(ctx, s.c, key, from, step.part)
 		g.Expect(err).NotTo(HaveOccurred(), step.name)
 		meta = written
 		after := live(g, ns, "db")
-		g.Expect(after.Finalizers).To(Equal(step.wantFinalizers), step.name)
+		g.Expect(after.Finalizers).To(Equal([]string{otherFinalizer}), step.name)
 		g.Expect(after.ResourceVersion != before).To(Equal(step.wantWrite), "%s: written", step.name)
 		g.Expect(meta.GetResourceVersion()).To(Equal(after.ResourceVersion), "%s: returned metadata", step.name)
 	}
@@ -229,7 +229,7 @@ func TestPatchSourceStatus(t *testing.T) {
 		name := fmt.Sprintf("src-%d", i)
 		key, src := s.source(g, ns, name, map[string]string{annotations.AnnotationStatus: tt.current})
 		s.r.opts.Scope = tt.scope
-		_, err := s.r.patchSource(context.Background(), s.c, key, src, true, tt.part)
+		_, err := s.r.patchSource(context.Background(), s.c, key, src, tt.part)
 		g.Expect(err).NotTo(HaveOccurred(), tt.name)
 		after := live(g, ns, name)
 		if tt.want == "" {
@@ -237,12 +237,13 @@ func TestPatchSourceStatus(t *testing.T) {
 		} else {
 			g.Expect(after.Annotations).To(HaveKeyWithValue(annotations.AnnotationStatus, tt.want), tt.name)
 		}
-		g.Expect(after.Finalizers).To(ConsistOf(identity.Finalizer), tt.name)
+		g.Expect(after.Finalizers).To(BeEmpty(), tt.name)
 	}
 }
 
 // TestPatchSourceKeepsConcurrentChange: a finalizer somebody adds between
-// our read and our write is not lost; our write is computed again.
+// our read and our write is not lost; our write is computed again, and
+// adds no finalizer of ours.
 func TestPatchSourceKeepsConcurrentChange(t *testing.T) {
 	s := newSteps(t, Options{})
 	g := NewWithT(t)
@@ -253,10 +254,10 @@ func TestPatchSourceKeepsConcurrentChange(t *testing.T) {
 	sec.Finalizers = append(sec.Finalizers, otherFinalizer)
 	g.Expect(api.Hub.Client.Update(ctx, sec)).To(Succeed())
 
-	_, err := s.r.patchSource(ctx, s.c, key, src, true, new("1/1 namespaces synced"))
+	_, err := s.r.patchSource(ctx, s.c, key, src, new("1/1 namespaces synced"))
 	g.Expect(err).NotTo(HaveOccurred())
 	after := live(g, ns, "db")
-	g.Expect(after.Finalizers).To(ConsistOf(otherFinalizer, identity.Finalizer))
+	g.Expect(after.Finalizers).To(ConsistOf(otherFinalizer))
 	g.Expect(after.Annotations).To(HaveKeyWithValue(annotations.AnnotationStatus, "1/1 namespaces synced"))
 }
 
@@ -270,7 +271,7 @@ func TestPatchSourceNoSelfConflict(t *testing.T) {
 	ns, key, src := s.sourceIn(g, "selfconflict")
 
 	for _, part := range []string{"0/1 namespaces synced", "1/1 namespaces synced", "1/1 namespaces synced; 1 missing"} {
-		_, err := s.r.patchSource(ctx, s.c, key, src, true, &part)
+		_, err := s.r.patchSource(ctx, s.c, key, src, &part)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(live(g, ns, "db").Annotations).To(HaveKeyWithValue(annotations.AnnotationStatus, part))
 	}
@@ -325,8 +326,8 @@ func TestDeleteUntargeted(t *testing.T) {
 }
 
 // TestRemoveAll: a source switched off or deleted has every mirror
-// removed, then our finalizer; one switched off also loses our part of
-// the status.
+// removed, then the finalizer an older version held; one switched off
+// also loses our part of the status.
 func TestRemoveAll(t *testing.T) {
 	s := newSteps(t, Options{})
 	ctx := context.Background()
@@ -373,13 +374,14 @@ func TestRemoveAll(t *testing.T) {
 	}
 }
 
-// TestRemoveAllHoldsForUnreachable: the hub holds a deleted source while
-// a cluster that may have its mirrors is unreachable, up to
-// CleanupTimeout; then it lets go. The unreachable cluster is one whose
-// API server never answers, so no second API server is needed.
-func TestRemoveAllHoldsForUnreachable(t *testing.T) {
-	const timeout = 5 * time.Second
-	s := newSteps(t, Options{Scope: ScopeRemote, CleanupTimeout: timeout}, unreachable{"down"})
+// TestRemoveAllHoldsNothingForUnreachable: a deleted source is let go at
+// once, even while a cluster that may have its mirrors is unreachable:
+// nothing of ours holds it (the finalizer an older version held is taken
+// off), and the mirrors there are removed when the cluster is back (the
+// sweep of Up). The unreachable cluster is one whose API server never
+// answers, so no second API server is needed.
+func TestRemoveAllHoldsNothingForUnreachable(t *testing.T) {
+	s := newSteps(t, Options{Scope: ScopeRemote}, unreachable{"down"})
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns, key, _ := s.sourceIn(g, "unreachable", identity.Finalizer)
@@ -390,24 +392,16 @@ func TestRemoveAllHoldsForUnreachable(t *testing.T) {
 		src, ok = s.c.Source(secrets, ns, "db")
 		return ok && src.GetDeletionTimestamp() != nil
 	}, 10*time.Second).Should(BeTrue())
-	ref := desired.SourceRef(local, ns, "db")
 
-	res, err := s.r.removeAll(ctx, s.c, key, src, ref)
+	res, err := s.r.removeAll(ctx, s.c, key, src, desired.SourceRef(local, ns, "db"))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.RequeueAfter).To(BeNumerically(">", 0))
-	g.Expect(live(g, ns, "db").Finalizers).To(ContainElement(identity.Finalizer), "let go while a cluster is unreachable")
-
-	g.Eventually(func(g Gomega) *corev1.Secret {
-		_, err := s.r.removeAll(ctx, s.c, key, src, ref)
-		g.Expect(err).NotTo(HaveOccurred())
-		return live(g, ns, "db")
-	}, 3*timeout, 200*time.Millisecond).Should(BeNil())
-	g.Expect(time.Since(src.GetDeletionTimestamp().Time)).To(BeNumerically(">=", timeout), "let go before CleanupTimeout")
+	g.Expect(res.RequeueAfter).To(BeZero())
+	g.Expect(live(g, ns, "db")).To(BeNil(), "deleted source still held")
 }
 
 // TestRelease: a source gone from the cache has its mirrors removed and,
-// if it still exists, our finalizer; one still enabled (the cache is
-// behind) is not touched.
+// if it still exists, the finalizer an older version held; one still
+// enabled (the cache is behind) is not touched.
 func TestRelease(t *testing.T) {
 	s := newSteps(t, Options{})
 	ctx := context.Background()

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
@@ -84,17 +86,19 @@ func (c ClusterCleanup) String() string {
 }
 
 // Remains says, of a cluster not done, what may still carry the mark of
-// the writer id there: the finalizer on sources not released, and, unless
-// they were kept, its mirrors, by the label that finds them.
+// the writer id there: its part of the status annotation on sources not
+// released (and the finalizer an older version held, if one did), and,
+// unless they were kept, its mirrors, by the label that finds them. None of
+// it holds a deletion; kubectl fleetmirror cleanup removes it.
 func (c ClusterCleanup) Remains(id Identity, keptMirrors bool) string {
 	mirrors := ""
 	if !keptMirrors {
 		mirrors = fmt.Sprintf(", and mirrors labelled %s=%s stay", annotations.LabelManagedBy, id.ManagedBy)
 	}
 	if !c.Reached {
-		return fmt.Sprintf("cluster %s not reached (its sources may still hold the finalizer %s%s)", c.Cluster, id.Finalizer, mirrors)
+		return fmt.Sprintf("cluster %s not reached (its sources may keep %s%s)", c.Cluster, annotations.AnnotationStatus, mirrors)
 	}
-	return fmt.Sprintf("cluster %s; sources not released keep the finalizer %s%s", c, id.Finalizer, mirrors)
+	return fmt.Sprintf("cluster %s; sources not released keep %s%s", c, annotations.AnnotationStatus, mirrors)
 }
 
 // Uninstall runs the fleet's watches and cleans every engaged cluster, as
@@ -172,6 +176,7 @@ type laneState struct {
 	res                  ClusterCleanup
 	mirrorsDone, sources map[Key]bool
 	pullsDone            map[Key]bool
+	policiesDone         bool
 }
 
 // lane cleans cluster c, as the package comment of this file says, and
@@ -269,10 +274,54 @@ func (u *uninstall) pass(ctx context.Context, c *clusters.Cluster, st *laneState
 		st.res.PullStatusesCleared++
 		return nil
 	})
+	if u.r.opts.Scope == ScopeLocal && !st.policiesDone {
+		n, err := u.releasePolicies(ctx, c)
+		st.res.FinalizersRemoved += n
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			st.policiesDone = true
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err) // ParallelizeUntil stops handing out work
 	}
 	return errors.Join(errs...)
+}
+
+// releasePolicies takes the finalizer older member agents held off every
+// MirrorPolicy of c, read from the API server (an uninstall may run before
+// any policy watch has synced, or in a cluster whose CRD is gone: then
+// there is nothing to do). It returns how many it took off.
+func (u *uninstall) releasePolicies(ctx context.Context, c *clusters.Cluster) (int, error) {
+	res, err := c.MetadataResource(clusters.PolicyGVK, metav1.NamespaceAll)
+	if apimeta.IsNoMatchError(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	callCtx, cancel := u.r.callContext(ctx, c)
+	list, err := res.List(callCtx, metav1.ListOptions{})
+	cancel()
+	if err = clusters.CallError(callCtx, err); apierrors.IsNotFound(err) {
+		return 0, nil // the CRD was deleted meanwhile
+	} else if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !slices.Contains(p.Finalizers, policyFinalizer) {
+			continue
+		}
+		key := policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name))
+		if _, err := u.r.patchMetadata(ctx, c, key, p.ResourceVersion, withoutFinalizer(p.Finalizers, policyFinalizer), nil); ignoreNotFound(err) != nil {
+			return removed, err // a conflict: the next pass reads it again
+		}
+		removed++
+	}
+	return removed, nil
 }
 
 // mirrored returns the sources of the writer's mirrors in c that the
@@ -329,7 +378,7 @@ func (u *uninstall) sourcesIn(c *clusters.Cluster) map[Key]string {
 	out := map[Key]string{}
 	for _, gvk := range c.Watched() {
 		for _, src := range c.Sources(gvk) {
-			if fins, status := u.r.sourceChange(src, false, u.statusPart(src)); fins != nil || status != nil {
+			if fins, status := u.r.sourceChange(src, u.statusPart(src)); fins != nil || status != nil {
 				out[Key{Cluster: c.Name(), GVK: gvk, Namespace: src.GetNamespace(), Name: src.GetName()}] = ""
 			}
 		}
@@ -368,11 +417,11 @@ func (u *uninstall) release(ctx context.Context, c *clusters.Cluster, key Key) (
 		src = live
 	}
 	part := u.statusPart(src)
-	fins, status := u.r.sourceChange(src, false, part)
+	fins, status := u.r.sourceChange(src, part)
 	if fins == nil && status == nil {
 		return 0, 0, nil
 	}
-	if _, err := u.r.patchSource(ctx, c, key, src, false, part); err != nil {
+	if _, err := u.r.patchSource(ctx, c, key, src, part); err != nil {
 		return 0, 0, ignoreNotFound(err)
 	}
 	if fins != nil {

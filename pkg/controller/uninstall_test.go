@@ -56,10 +56,10 @@ func TestClusterCleanupRemains(t *testing.T) {
 		want string
 	}{
 		{ClusterCleanup{Cluster: "eu-2"}, false,
-			"cluster eu-2 not reached (its sources may still hold the finalizer fleetmirror.io/hub-cleanup, and mirrors labelled fleetmirror.io/managed-by=hub stay)"},
-		{ClusterCleanup{Cluster: "eu-2"}, true, "cluster eu-2 not reached (its sources may still hold the finalizer fleetmirror.io/hub-cleanup)"},
+			"cluster eu-2 not reached (its sources may keep fleetmirror.io/status, and mirrors labelled fleetmirror.io/managed-by=hub stay)"},
+		{ClusterCleanup{Cluster: "eu-2"}, true, "cluster eu-2 not reached (its sources may keep fleetmirror.io/status)"},
 		{ClusterCleanup{Cluster: "eu-1", Reached: true, SourcesLeft: 1, Err: errors.New("timeout")}, true,
-			"cluster eu-1: incomplete, 1 source not released (timeout); sources not released keep the finalizer fleetmirror.io/hub-cleanup"},
+			"cluster eu-1: incomplete, 1 source not released (timeout); sources not released keep fleetmirror.io/status"},
 	} {
 		if got := tc.c.Remains(id, tc.kept); got != tc.want {
 			t.Errorf("%+v:\n got %q\nwant %q", tc.c, got, tc.want)

@@ -34,8 +34,9 @@ type Options struct {
 	// FieldManager names the writer in managedFields and as the component
 	// of its Events.
 	FieldManager string
-	// Finalizer is the writer's finalizer on sources; it is taken off the
-	// sources of a cluster that leaves the fleet.
+	// Finalizer is the finalizer earlier versions of the writer held on
+	// sources (this one holds none); it is taken off the sources of a
+	// cluster that leaves the fleet.
 	Finalizer string
 	// Resync is the watches' resync period; zero disables it.
 	Resync time.Duration
@@ -651,11 +652,11 @@ func (f *Fleet) disengage(c *connection, cause error) {
 	switch {
 	case !gone || c.spec.ReadOnly || !served:
 	case renamed:
-		log.Info("Cluster registered under another name: its sources keep the finalizer")
+		log.Info("Cluster registered under another name: served on under it")
 	case c.cluster.Unreachable() == nil:
 		releaseSources(f.ctx, c.cluster, f.opts.Finalizer, f.opts.FieldManager)
 	default:
-		log.Info("Cluster leaving the fleet is unreachable: its sources keep the finalizer; remove it by hand", "finalizer", f.opts.Finalizer)
+		log.Info("Cluster leaving the fleet is unreachable: a finalizer an earlier version held on its sources stays; kubectl fleetmirror cleanup removes it", "finalizer", f.opts.Finalizer)
 	}
 	f.stop(c)
 	if gone || handedOver {

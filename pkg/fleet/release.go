@@ -15,10 +15,11 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
-// releaseSources removes finalizer from the sources of a cluster that
-// leaves the fleet, while its connection still works, so that they can be
-// deleted later. It tries for a bounded time; a cluster unreachable now
-// keeps the finalizer, which is logged (remove it by hand).
+// releaseSources removes finalizer, which earlier versions of the writer
+// held, from the sources of a cluster that leaves the fleet, while its
+// connection still works, so that they can be deleted later. It tries for a
+// bounded time; a cluster unreachable now keeps the finalizer, which is
+// logged (kubectl fleetmirror cleanup removes it).
 func releaseSources(ctx context.Context, c *clusters.Cluster, finalizer, fieldManager string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -39,7 +40,7 @@ func releaseSources(ctx context.Context, c *clusters.Cluster, finalizer, fieldMa
 			}
 			_, err = res.Patch(ctx, src.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 			if err != nil && !apierrors.IsNotFound(err) {
-				log.Info("Could not remove the finalizer from a source of a cluster leaving the fleet; remove it by hand",
+				log.Info("Could not remove an earlier version's finalizer from a source of a cluster leaving the fleet; kubectl fleetmirror cleanup removes it",
 					"gvk", gvk.String(), "namespace", src.GetNamespace(), "name", src.GetName(), "finalizer", finalizer, "error", err.Error())
 			}
 		}

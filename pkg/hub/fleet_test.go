@@ -44,8 +44,8 @@ func TestUnreachableMemberConvergesWhenBack(t *testing.T) {
 	})
 	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
 
-	// A source deleted while a member is down is released after
-	// --remote-cleanup-timeout; the mirror left behind is swept on return.
+	// A source deleted while a member is down goes at once (nothing of
+	// ours holds it); the mirror left behind is swept on return.
 	partA.Cut()
 	g.Eventually(status(hubC, s), timeout, poll).Should(ContainSubstring("member-a unreachable"))
 	g.Expect(hubC.Client.Delete(context.Background(), s)).To(Succeed())
@@ -233,8 +233,9 @@ func TestMemberAndHubSideBySide(t *testing.T) {
 		return s.ResourceVersion + "/" + m.ResourceVersion
 	}, 3*time.Second, 200*time.Millisecond).Should(Equal(rv + "/" + mirrorRV))
 
-	// Both finalizers go on deletion, and every mirror with them.
-	g.Expect(s.Finalizers).To(ContainElements(member.Finalizer, "fleetmirror.io/hub-cleanup"))
+	// Neither holds the source: deleted, it goes at once, and every mirror
+	// after it.
+	g.Expect(s.Finalizers).To(BeEmpty())
 	g.Expect(hubC.Client.Delete(ctx, s)).To(Succeed())
 	eventuallyGone(t, hubC, local, "both")
 	for _, c := range fleet.Members {

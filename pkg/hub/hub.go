@@ -18,7 +18,8 @@ import (
 // FieldManager names the hub's writes in managedFields.
 const FieldManager = "fleetmirror-hub"
 
-// Finalizer is held by the hub on sources that have remote mirrors.
+// Finalizer is the finalizer earlier hubs held on sources that had remote
+// mirrors; this one holds none and takes it off.
 const Finalizer = annotations.Prefix + "hub-cleanup"
 
 // Identity marks the hub's mirrors and writes.
@@ -37,7 +38,6 @@ func Run(ctx context.Context, o Options) error {
 		Identities:                  true,
 		AllowedSourceClusters:       o.AllowedSourceClusters,
 		AllowedSourceNamespaces:     o.AllowedSourceNamespaces,
-		CleanupTimeout:              o.RemoteCleanupTimeout,
 		DeleteOrphansOfUnregistered: o.DeleteMirrorsOfUnregistered,
 		AwaitOthers:                 o.awaitShards,
 		MemberKinds:                 o.MemberKinds,

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
-	"github.com/fleetmirror/fleetmirror/pkg/hub"
 )
 
 func TestHubSourceReachesEveryOtherCluster(t *testing.T) {
@@ -26,7 +25,7 @@ func TestHubSourceReachesEveryOtherCluster(t *testing.T) {
 		g.Expect(m.Annotations).To(HaveKeyWithValue(annotations.AnnotationSource, "hub/"+src+"/creds"))
 	}
 	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
-	g.Expect(s.Finalizers).To(ContainElement(hub.Finalizer))
+	g.Expect(s.Finalizers).To(BeEmpty(), "the hub holds no finalizer on a source")
 	got, err := getSecret(hubC, shared, "creds")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(BeNil(), "the hub never writes into the source's own cluster")

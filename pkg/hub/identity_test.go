@@ -15,7 +15,6 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
-	"github.com/fleetmirror/fleetmirror/pkg/hub"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 	"github.com/fleetmirror/fleetmirror/pkg/providers"
 )
@@ -162,7 +161,7 @@ func TestRenamedCluster(t *testing.T) {
 		}
 	}, 3*time.Second, poll).Should(Equal([]watch.EventType{watch.Modified}), "one update, no delete")
 	g.Expect(memB.Client.Get(ctx, objKey(s), s)).To(Succeed())
-	g.Expect(s.Finalizers).To(ContainElement(hub.Finalizer), "the source was not released by the old name")
+	g.Expect(s.Annotations).To(HaveKeyWithValue(annotations.AnnotationStatus, ContainSubstring("remote:")), "the source was released by the old name")
 }
 
 // TestHubRegisteredAsMember: the hub's own cluster registered as a member

@@ -43,8 +43,10 @@ type Hub struct {
 	// sources whose CLUSTER/NS entries the hub serves; empty allows all.
 	AllowedSourceClusters   glob.List
 	AllowedSourceNamespaces glob.List
-	// RemoteCleanupTimeout bounds how long a deleted source is held while
-	// clusters with its mirrors are unreachable.
+	// RemoteCleanupTimeout is read and ignored: nothing holds a deleted
+	// source any more (no finalizer), and mirrors in a cluster that was
+	// unreachable are removed when it returns. Kept so that a chart or
+	// command line of an older release still starts the hub.
 	RemoteCleanupTimeout time.Duration
 	// DeleteMirrorsOfUnregistered removes the remote mirrors of sources
 	// whose cluster is unregistered; by default they are kept and logged.
@@ -99,7 +101,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.AllowKubeconfigPlugins, "allow-kubeconfig-plugins", false, "Accept kubeconfigs with exec or auth-provider plugins. DANGEROUS: whoever writes a registration Secret runs programs on the hub.")
 	fs.StringVar(&o.raw.clusters, "allowed-source-clusters", "", "Comma-separated cluster globs whose sources may target other clusters; empty allows all.")
 	fs.StringVar(&o.raw.namespaces, "allowed-source-namespaces", "", "Comma-separated namespace globs whose sources may target other clusters; empty allows all.")
-	fs.DurationVar(&o.RemoteCleanupTimeout, "remote-cleanup-timeout", 5*time.Minute, "How long a deleted source is held while clusters with its mirrors are unreachable; the orphan sweep removes those mirrors when they return.")
+	fs.DurationVar(&o.RemoteCleanupTimeout, "remote-cleanup-timeout", 5*time.Minute, "Deprecated, ignored: a deleted source is no longer held (the agents put no finalizer on it); mirrors in a cluster that is unreachable are removed when it returns.")
 	fs.StringVar(&o.raw.orphans, "unregistered-source-mirrors", "keep", "What happens to remote mirrors of sources whose cluster is unregistered: keep (and log) or delete.")
 	fs.BoolVar(&o.MemberKinds, "member-kinds", true, "With --lazy-watchers: in a cluster whose member agent keeps its kinds object (ConfigMap fleetmirror-member-kinds, renewed every minute), watch only that object and the kinds it names as used, instead of two idle watches per kind; in discovery mode, of a kind the fleet mirrors that the object rules out, watch only the hub's own mirrors there. Without a valid, unique object renewed within 3 minutes, every kind is watched as in a cluster without a member agent.")
 	fs.DurationVar(&o.ProbeInterval, "cluster-probe-interval", 10*time.Second, "How often each registered cluster is probed.")
@@ -150,9 +152,6 @@ func (o *Options) Complete() error {
 	}
 	if o.ProbeTimeout <= 0 {
 		return fmt.Errorf("--cluster-probe-timeout must be positive, got %s", o.ProbeTimeout)
-	}
-	if o.RemoteCleanupTimeout < 0 {
-		return fmt.Errorf("--remote-cleanup-timeout must not be negative, got %s", o.RemoteCleanupTimeout)
 	}
 	return o.completeSharding()
 }

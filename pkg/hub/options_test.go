@@ -19,12 +19,15 @@ func TestOptionsRefuseMalformedPatterns(t *testing.T) {
 		{"--cluster-secrets-namespace=capi-*", `--cluster-secrets-namespace: "capi-*" is not a namespace name`},
 		{"--cluster-probe-interval=0s", "--cluster-probe-interval must be positive, got 0s"},
 		{"--cluster-probe-timeout=-1s", "--cluster-probe-timeout must be positive, got -1s"},
-		{"--remote-cleanup-timeout=-1m", "--remote-cleanup-timeout must not be negative, got -1m0s"},
 		{"--cluster-name=Hub", `--cluster-name: "Hub" is not a DNS-1123 label`},
 	} {
 		if _, err := hub.ParseOptions(bad.flag); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: error %v, want %q", bad.flag, err, bad.want)
 		}
+	}
+	// Deprecated and ignored, but an older chart or command line passes it.
+	if _, err := hub.ParseOptions("--remote-cleanup-timeout=5m"); err != nil {
+		t.Errorf("--remote-cleanup-timeout refused: %v", err)
 	}
 	o, err := hub.ParseOptions("--allowed-source-namespaces=team-*,platform", "--cluster-secrets-namespace=capi-clusters")
 	if err != nil {

@@ -120,7 +120,6 @@ func startHubOn(c *fleettest.Cluster, extraArgs ...string) *running {
 		"--cluster-probe-interval=300ms",
 		"--cluster-probe-timeout=2s",
 		"--api-call-timeout=5s",
-		"--remote-cleanup-timeout=3s",
 		"--resource-types=Secret.v1,ConfigMap.v1",
 		"--lazy-probe-interval=300ms",
 	}, extraArgs...)

@@ -19,7 +19,8 @@ import (
 // FieldManager names the member's writes in managedFields.
 const FieldManager = "fleetmirror-member"
 
-// Finalizer is held by the member on sources that have mirrors.
+// Finalizer is the finalizer earlier member agents held on sources that had
+// mirrors; this one holds none and takes it off.
 const Finalizer = annotations.Prefix + "member-cleanup"
 
 // Identity marks the member agent's mirrors and writes.

@@ -160,6 +160,17 @@ func TestRestartWritesNothing(t *testing.T) {
 		}
 		return out
 	}
+	// Events are written in the background, after the status: wait for
+	// each source's first one before counting.
+	g.Eventually(func() []int32 {
+		var firsts []int32
+		for i, n := range synced() {
+			if i%2 == 0 {
+				firsts = append(firsts, n)
+			}
+		}
+		return firsts
+	}, timeout, poll).Should(HaveEach(BeNumerically(">", 0)))
 	before := synced()
 
 	start := stopAgent(t)

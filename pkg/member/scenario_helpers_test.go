@@ -13,10 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
-	"github.com/fleetmirror/fleetmirror/pkg/member"
 )
 
 // pastLogs holds the request logs of every agent stopped so far, so that
@@ -115,23 +118,19 @@ func secretState(ns, name string) func() string {
 	}
 }
 
-// deleteWithoutAgent removes our finalizer from a source by hand and deletes
-// it, as happens when the agent is down, and waits until it is gone.
+// deleteWithoutAgent deletes a source while the agent is down and waits
+// until it is gone: nothing of ours holds it.
 func deleteWithoutAgent(t *testing.T, obj client.Object) {
 	t.Helper()
-	change(t, obj, func(o client.Object) {
-		o.SetFinalizers(slices.DeleteFunc(o.GetFinalizers(), func(f string) bool { return f == member.Finalizer }))
-	})
 	if err := k8s.Delete(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyGone(t, obj)
 }
 
-// deleteAndWait deletes a source and waits until the agent has released it
-// (our finalizer keeps it until its mirrors are gone). Sources targeting
-// many namespaces use it at cleanup so they do not reach later tests'
-// namespaces.
+// deleteAndWait deletes a source and waits until it is gone and the agent
+// has removed its last mirror. Sources targeting many namespaces use it at
+// cleanup so they do not reach later tests' namespaces.
 func deleteAndWait(t *testing.T, obj client.Object) {
 	t.Helper()
 	err := k8s.Delete(context.Background(), obj)
@@ -140,6 +139,24 @@ func deleteAndWait(t *testing.T, obj client.Object) {
 		return
 	}
 	eventuallyGone(t, obj)
+	NewWithT(t).Eventually(func(g Gomega) []string { return mirrorsOf(g, obj) }, timeout, poll).Should(BeEmpty())
+}
+
+// mirrorsOf lists the namespaces that hold a mirror of the source obj.
+func mirrorsOf(g Gomega, obj client.Object) []string {
+	gvk, err := apiutil.GVKForObject(obj, k8s.Scheme())
+	g.Expect(err).NotTo(HaveOccurred())
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	g.Expect(k8s.List(context.Background(), list, client.MatchingLabels{annotations.LabelMirror: "true"})).To(Succeed())
+	ref := desired.SourceRef(clusterName, obj.GetNamespace(), obj.GetName())
+	var in []string
+	for _, m := range list.Items {
+		if m.GetAnnotations()[annotations.AnnotationSource] == ref {
+			in = append(in, m.GetNamespace())
+		}
+	}
+	return in
 }
 
 // eventSummary describes the events with reason about ns/name: how many

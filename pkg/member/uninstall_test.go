@@ -29,8 +29,8 @@ var uninstallLease = []string{
 }
 
 // uninstallScene is what an agent leaves in its own API server: sources
-// with mirrors, our finalizer and our part of the status, a pull mirror
-// with the status we wrote, and look-alikes of mirrors that are not ours.
+// with mirrors and our part of the status, a pull mirror with the status
+// we wrote, and look-alikes of mirrors that are not ours.
 type uninstallScene struct {
 	c *fleettest.Cluster
 	w fleettest.Wait
@@ -92,8 +92,8 @@ func (s *uninstallScene) create(t *testing.T, o client.Object) {
 // run runs the member agent against the scene's API server with flags.
 func (s *uninstallScene) run(args ...string) *runningAgent { return startAgentOn(s.c.Config, args...) }
 
-// mirrored waits until the agent has written everything and holds the
-// sources.
+// mirrored waits until the agent has written everything; it holds no
+// source.
 func (s *uninstallScene) mirrored(t *testing.T) {
 	t.Helper()
 	g := NewWithT(t)
@@ -103,7 +103,7 @@ func (s *uninstallScene) mirrored(t *testing.T) {
 	g.Eventually(fleettest.Status(s.c, s.secret), timeout, poll).Should(Equal("2/2 namespaces synced | " + hubStatus))
 	g.Eventually(fleettest.Status(s.c, s.configMap), timeout, poll).Should(Equal("1/1 namespaces synced"))
 	for _, src := range []client.Object{s.secret, s.configMap} {
-		g.Eventually(s.finalizers(src), timeout, poll).Should(ContainElement(member.Finalizer))
+		g.Expect(s.finalizers(src)()).To(BeEmpty(), "%s held", src.GetName())
 	}
 	fleettest.EventuallyExists(t, s.w, s.c, fleettest.Secret("pulls", "pull"), func(g Gomega, p *corev1.Secret) {
 		g.Expect(p.Annotations).To(HaveKeyWithValue(annotations.AnnotationStatus, "InSync: pulled from src/pulled"))
@@ -183,10 +183,11 @@ func (s *uninstallScene) holdLease(t *testing.T) (release func()) {
 
 // The member agent's uninstall mode, as the chart's post-delete hook runs
 // it after Helm deleted the agent: it waits while a replica still holds the
-// Lease, writing nothing; then it deletes every mirror of ours, takes our
-// finalizer and our part of the status off every source (a source deleted
-// meanwhile is no longer held and goes), removes our status from the pull
-// mirror, and leaves alone everything that is not provably ours.
+// Lease, writing nothing; then it deletes every mirror of ours (those of a
+// source deleted meanwhile too), takes our part of the status off every
+// source and the finalizer an older version held off sources and policies,
+// removes our status from the pull mirror, and leaves alone everything
+// that is not provably ours.
 func TestUninstall(t *testing.T) {
 	g := NewWithT(t)
 	s := newUninstallScene(t)
@@ -195,7 +196,6 @@ func TestUninstall(t *testing.T) {
 	doomed := sourceSecret("src", "doomed", "a", map[string]string{"k": "v"})
 	s.create(t, doomed)
 	fleettest.EventuallyExists(t, s.w, s.c, fleettest.Secret("a", "doomed"), nil)
-	g.Eventually(s.finalizers(doomed), timeout, poll).Should(ContainElement(member.Finalizer))
 
 	// helm uninstall deletes the Deployment: the agent stops and steps down.
 	agent.stop()
@@ -204,10 +204,18 @@ func TestUninstall(t *testing.T) {
 	// uninstall takes it away, or the hub would trust it until it is stale.
 	leftover := kindsObject(true)
 	s.create(t, leftover)
-	// A namespace deleted now (envtest has no namespace controller: a
-	// source of it) stays: our finalizer holds it.
+	// A source deleted now goes at once: nothing of ours holds it. Its
+	// mirror stays until the uninstall.
 	g.Expect(s.c.Client.Delete(context.Background(), doomed)).To(Succeed())
-	g.Consistently(s.finalizers(doomed), time.Second, poll).Should(ContainElement(member.Finalizer))
+	g.Eventually(func() (client.Object, error) { return fleettest.Lookup(s.c, doomed) }, timeout, poll).Should(BeNil())
+	// What an older version held, in a cluster where no agent of this
+	// version ran since: its finalizer on a source and on a policy.
+	fleettest.Change(t, s.w, s.c, s.configMap, func(c *corev1.ConfigMap) { c.Finalizers = append(c.Finalizers, member.Finalizer) })
+	_, err := fleettest.InstallPolicyCRD(s.c.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	older := secretPolicy("src", "older", []string{"creds"}, "a")
+	older.Finalizers = []string{policyFinalizer, "example.com/keep"}
+	g.Eventually(func() error { return s.c.Client.Create(context.Background(), older) }, timeout, poll).Should(Succeed())
 
 	// Another replica still winding down holds the Lease: the uninstall
 	// waits, and writes nothing.
@@ -220,13 +228,12 @@ func TestUninstall(t *testing.T) {
 	}
 
 	release()
-	var err error
 	g.Eventually(uninstall.done, timeout, poll).Should(Receive(&err))
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, m := range append(slices.Clone(s.mirrors), fleettest.Secret("a", "doomed")) {
 		g.Expect(fleettest.Lookup(s.c, m)).To(BeNil(), "mirror %s/%s", m.GetNamespace(), m.GetName())
 	}
-	g.Expect(fleettest.Lookup(s.c, doomed)).To(BeNil(), "the deleted source is gone: no finalizer holds it")
+	g.Expect(s.finalizers(older)()).To(Equal([]string{"example.com/keep"}), "the older version's finalizer on a policy")
 	g.Expect(fleettest.Lookup(s.c, leftover)).To(BeNil(), "the kinds object stays")
 	s.released(t)
 	g.Expect(s.lease()).To(BeEmpty(), "the uninstall released the Lease")
