@@ -185,15 +185,16 @@ $(HELM):
 $(CONTROLLER_GEN):
 	$(call go-install,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION))
 
-# make generate: the member chart installs the CRD from its crds/ (Helm
-# creates it on install and never upgrades or deletes it), which holds
-# config/crd's files byte for byte (test/charts checks it).
+# make generate: the member chart renders the CRD from files/crds
+# (templates/crds.yaml, behind crds.enabled), which holds config/crd's files
+# byte for byte (test/charts checks it; .ci/run checks that make generate
+# changes nothing).
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate the API types' deepcopy functions (pkg/apis) and their CRD (config/crd, copied into charts/member/crds) with controller-gen
+generate: $(CONTROLLER_GEN) ## Regenerate the API types' deepcopy functions (pkg/apis) and their CRD (config/crd, copied into charts/member/files/crds) with controller-gen
 	$(CONTROLLER_GEN) object paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd
-	mkdir -p charts/member/crds && rm -f charts/member/crds/*.yaml
-	cp config/crd/*.yaml charts/member/crds/
+	mkdir -p charts/member/files/crds && rm -f charts/member/files/crds/*.yaml
+	cp config/crd/*.yaml charts/member/files/crds/
 
 # go-install builds package $(2) at version $(3) into bin/$(1)-$(3) and
 # points bin/$(1) at it, once whoever asks first (hack/go-install.sh holds a

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 )
@@ -61,40 +63,104 @@ func isPolicyRole(o Object) bool {
 	return strings.HasSuffix(o.Name, policyEditRole) || strings.HasSuffix(o.Name, policyViewRole)
 }
 
-// TestChartCRDsAreConfigCRD checks that the member chart installs the CRDs
-// make generate writes: charts/member/crds holds config/crd's files, byte
-// for byte, and no others.
+// TestChartCRDsAreConfigCRD checks that the member chart renders the CRDs
+// make generate writes: charts/member/files/crds holds config/crd's files,
+// byte for byte, and no others.
 func TestChartCRDsAreConfigCRD(t *testing.T) {
-	read := func(dir string) map[string][]byte {
-		t.Helper()
-		entries, err := os.ReadDir(filepath.Join(root, dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string][]byte{}
-		for _, e := range entries {
-			b, err := os.ReadFile(filepath.Join(root, dir, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[e.Name()] = b
-		}
-		return out
-	}
-	want, got := read("config/crd"), read("charts/member/crds")
+	want, got := readDir(t, "config/crd"), readDir(t, chartCRDs)
 	if len(want) == 0 {
 		t.Fatal("config/crd holds no CRD")
 	}
 	for name, b := range want {
 		if !bytes.Equal(got[name], b) {
-			t.Errorf("charts/member/crds/%s is not config/crd/%s: run make generate", name, name)
+			t.Errorf("%s/%s is not config/crd/%s: run make generate", chartCRDs, name, name)
 		}
 	}
 	for name := range got {
 		if _, ok := want[name]; !ok {
-			t.Errorf("charts/member/crds/%s is not in config/crd: run make generate", name)
+			t.Errorf("%s/%s is not in config/crd: run make generate", chartCRDs, name)
 		}
 	}
+}
+
+// chartCRDs is where make generate copies config/crd in the member chart.
+const chartCRDs = "charts/member/files/crds"
+
+// readDir returns the files of a directory of the repository by name.
+func readDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(root, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(root, dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+// TestChartRendersCRD checks the CRD as the member chart renders it: each
+// of config/crd's CRDs as it is, plus the chart's labels and, with
+// crds.keep (the default), Helm's keep policy; none with crds.enabled
+// false, and none in the hub chart (one chart per cluster owns it).
+func TestChartRendersCRD(t *testing.T) {
+	want := map[string]map[string]any{}
+	for name, b := range readDir(t, "config/crd") {
+		var crd map[string]any
+		if err := yaml.Unmarshal(b, &crd); err != nil {
+			t.Fatalf("config/crd/%s: %v", name, err)
+		}
+		want[crd["metadata"].(map[string]any)["name"].(string)] = crd
+	}
+	// The chart's labels, as every object of the release has them.
+	labels := render(t, "member", nil).Get(t, "Deployment", "").Map["metadata"].(map[string]any)["labels"]
+	crds := func(vals map[string]any) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, o := range render(t, "member", vals).Kinds("CustomResourceDefinition") {
+			out[o.Name] = o.Map
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		vals map[string]any
+		keep bool
+	}{
+		"defaults":   {nil, true},
+		"keep false": {values("crds.keep", false), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := crds(tc.vals)
+			for crdName, crd := range want {
+				wantCRD := runtime.DeepCopyJSON(crd)
+				meta := wantCRD["metadata"].(map[string]any)
+				meta["labels"] = labels
+				if tc.keep {
+					meta["annotations"].(map[string]any)["helm.sh/resource-policy"] = "keep"
+				}
+				if diff := cmp.Diff(wantCRD, got[crdName]); diff != "" {
+					t.Errorf("CRD %s (-want +got):\n%s", crdName, diff)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("rendered %d CRDs, want %d", len(got), len(want))
+			}
+		})
+	}
+	t.Run("enabled false", func(t *testing.T) {
+		if got := crds(values("crds.enabled", false)); len(got) != 0 {
+			t.Errorf("rendered %d CRDs", len(got))
+		}
+	})
+	t.Run("hub", func(t *testing.T) {
+		if got := render(t, "hub", nil).Kinds("CustomResourceDefinition"); len(got) != 0 {
+			t.Errorf("the hub chart renders %v", Manifests(got).names())
+		}
+	})
 }
 
 // TestMirrorPolicyRolesAggregate checks the member chart's user-facing
@@ -162,7 +228,7 @@ func TestMirrorPolicyRoles(t *testing.T) {
 	ctx := context.Background()
 	api := apiServer(t)
 	crds, err := envtest.InstallCRDs(api.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "charts", "member", "crds")}, ErrorIfPathMissing: true,
+		Paths: []string{filepath.Join(root, chartCRDs)}, ErrorIfPathMissing: true,
 	})
 	if err != nil {
 		t.Fatal(err)

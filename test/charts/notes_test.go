@@ -26,6 +26,13 @@ func renderReleaseNotes(t *testing.T, release, chart string, vals map[string]any
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, "charts", chart))); err != nil {
 		t.Fatal(err)
 	}
+	return copiedChartNotes(t, release, dir, vals)
+}
+
+// copiedChartNotes renders the NOTES.txt of the chart in dir, a copy that it
+// changes.
+func copiedChartNotes(t *testing.T, release, dir string, vals map[string]any) string {
+	t.Helper()
 	notes, err := os.ReadFile(filepath.Join(dir, "templates", "NOTES.txt"))
 	if err != nil {
 		t.Fatal(err)

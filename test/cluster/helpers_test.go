@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -89,9 +90,13 @@ func imageValues(repo, tag string) []string {
 }
 
 // install installs (or upgrades) chart as release in ns and waits for its
-// Pods to be Ready.
+// Pods to be Ready. The member chart gets the MirrorPolicy CRD that an
+// earlier test's release left (handOverCRD).
 func install(t testing.TB, release, ns, chart string, args ...string) {
 	t.Helper()
+	if filepath.Base(chart) == filepath.Base(memberChart) {
+		handOverCRD(t, release, ns)
+	}
 	base := []string{"upgrade", "--install", release, chart, "--namespace", ns, "--create-namespace", "--wait", "--timeout", "3m"}
 	helm(t, append(base, args...)...)
 }

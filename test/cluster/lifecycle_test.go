@@ -170,8 +170,8 @@ func TestMemberUninstall(t *testing.T) {
 	Expect(fleetmirrorFinalizers(t, cs)).To(BeEmpty(), out)
 	Expect(mirrors(t, cs)).To(BeEmpty(), out)
 	Expect(hookLeftovers(t, cs, ns)).To(BeEmpty())
-	// The MirrorPolicy CRD stays, by Helm's rule for a chart's crds/:
-	// deleting it would delete every MirrorPolicy of the cluster with it.
+	// The MirrorPolicy CRD stays (crds.keep): deleting it would delete
+	// every MirrorPolicy of the cluster with it.
 	kubectl(t, "get", "customresourcedefinition", "mirrorpolicies.fleetmirror.io")
 	deleteNamespace(t, cs, "fmu-src")
 	namespaceGone(t, cs, "fmu-src", 2*time.Minute)

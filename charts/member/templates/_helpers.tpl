@@ -23,6 +23,20 @@ the charts lives in _chart.tpl.
 {{- end }}
 {{- end }}
 
+{{/*
+"true" when the boolean key (index . 1) of the values map (index . 0) is
+true or absent, else empty: how templates read a value whose default is
+true. `helm upgrade --reuse-values` renders with the values of the chart the
+release was installed from, so a key added since is absent there and must
+mean its default; `default true` would not do, as it takes false for empty.
+The map may be absent too (a section added since). Use:
+  include "fleetmirror.defaultTrue" (list .Values.rbac "aggregateClusterRoles")
+*/}}
+{{- define "fleetmirror.defaultTrue" -}}
+{{- $values := default (dict) (index . 0) }}
+{{- if hasKey $values (index . 1) | ternary (index $values (index . 1)) true }}true{{ end }}
+{{- end }}
+
 {{/* Labels of every object. */}}
 {{- define "fleetmirror.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
