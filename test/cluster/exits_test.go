@@ -20,8 +20,8 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 )
 
-// policyCRD is the MirrorPolicy CRD, as the member chart installs it.
-const policyCRD = "mirrorpolicies.fleetmirror.io"
+// policyResource is the MirrorPolicy CRD's name, as the member chart installs it.
+const policyResource = "mirrorpolicies.fleetmirror.io"
 
 // The releases of TestExits, named apart from the other tests' so that
 // what one of those leaves cluster-wide never stops an install here.
@@ -107,7 +107,7 @@ func TestExits(t *testing.T) {
 			kubectl(t, "delete", "--namespace", w.agentNS, "--wait", "--timeout", "2m", "-f", w.rendered)
 		}},
 		{name: "CRD deleted with policies in place", short: "crd", agentsStay: true, leave: func(t *testing.T, w *fleetWorld) {
-			deletedWithin(t, "the CRD", deleteCRD, crdGone)
+			deletedWithin(t, "the CRD", deleteCRDNow, crdGone)
 			// The agents see their policies go and remove their mirrors.
 			gone(t, cs, w.tgt, "pdata", time.Minute)
 			gone(t, m1.client, w.tgt, "pdata", time.Minute)
@@ -139,7 +139,7 @@ func TestExits(t *testing.T) {
 					func() bool { return namespaceDeleted(cs, ns) })
 			}
 			if !crdGone() {
-				deletedWithin(t, "the CRD", deleteCRD, crdGone)
+				deletedWithin(t, "the CRD", deleteCRDNow, crdGone)
 			}
 
 			switch {
@@ -337,7 +337,7 @@ func ourFinalizers(t *testing.T, cs, m1 kubernetes.Interface) []string {
 	for _, f := range fleetmirrorFinalizers(t, m1) {
 		held = append(held, "m1: "+f)
 	}
-	out, err := tryCommand(env.kubectl, "get", policyCRD, "--all-namespaces", "--ignore-not-found",
+	out, err := tryCommand(env.kubectl, "get", policyResource, "--all-namespaces", "--ignore-not-found",
 		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.finalizers}{"\n"}{end}`)
 	if err != nil && !strings.Contains(out, "the server doesn't have a resource type") {
 		t.Fatalf("listing MirrorPolicies: %v\n%s", err, out)
@@ -389,12 +389,13 @@ func namespaceDeleted(cs kubernetes.Interface, ns string) bool {
 // it is not there, and waits until it is served.
 func ensureCRD(t *testing.T) {
 	t.Helper()
-	kubectl(t, "apply", "--server-side", "-f", filepath.Join(memberChart, "crds"))
-	kubectl(t, "wait", "--for", "condition=Established", "--timeout", "1m", "customresourcedefinition/"+policyCRD)
+	kubectl(t, "apply", "--server-side", "-f", filepath.Join(memberChart, "files", "crds"))
+	kubectl(t, "wait", "--for", "condition=Established", "--timeout", "1m", "customresourcedefinition/"+policyResource)
 }
 
-func deleteCRD() error {
-	out, err := tryCommand(env.kubectl, "delete", "customresourcedefinition", policyCRD, "--wait=false")
+// deleteCRDNow deletes the MirrorPolicy CRD without waiting for it to go.
+func deleteCRDNow() error {
+	out, err := tryCommand(env.kubectl, "delete", "customresourcedefinition", policyResource, "--wait=false")
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, out)
 	}
@@ -402,6 +403,6 @@ func deleteCRD() error {
 }
 
 func crdGone() bool {
-	out, err := tryCommand(env.kubectl, "get", "customresourcedefinition", policyCRD, "--ignore-not-found", "-o", "name")
+	out, err := tryCommand(env.kubectl, "get", "customresourcedefinition", policyResource, "--ignore-not-found", "-o", "name")
 	return err == nil && strings.TrimSpace(out) == ""
 }

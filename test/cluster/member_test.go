@@ -8,7 +8,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -86,11 +85,10 @@ spec:
 		Eventually(func() string {
 			return kubectl(t, "-n", "fm-pol", "get", "mirrorpolicy", "share", "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}")
 		}).WithTimeout(30 * time.Second).Should(Equal("Synced"))
-		// kubectl delete waits for the policy's finalizer: its mirror goes
-		// first.
-		kubectl(t, "-n", "fm-pol", "delete", "mirrorpolicy", "share", "--timeout=60s")
-		_, err = cs.CoreV1().Secrets("fm-pol-a").Get(context.Background(), "owned", metav1.GetOptions{})
-		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the mirror outlived its policy: %v", err)
+		// Nothing holds the policy: it goes at once, and its mirror right
+		// after it.
+		kubectl(t, "-n", "fm-pol", "delete", "mirrorpolicy", "share", "--timeout=10s")
+		gone(t, cs, "fm-pol-a", "owned", 30*time.Second)
 		Expect(writes(t, mark, serviceAccount(ns, memberRelease), "secrets", "fm-pol")).To(BeEmpty())
 	})
 
