@@ -191,19 +191,23 @@ func installFleet(t *testing.T, cs kubernetes.Interface, m1 *member, kubeconfig 
 	values := imageValues(env.imageRepo, env.imageTag)
 	charts := map[string]string{exitsMember: memberChart, exitsHub: hubChart}
 	if !gitops {
+		handOverCRD(t, exitsMember, w.agentNS) // as charts/member/README.md says for a CRD another release made
 		eachRelease(t, func(name string) (string, error) {
 			args := []string{"upgrade", "--install", name, charts[name], "--namespace", w.agentNS, "--create-namespace", "--wait", "--timeout", "3m"}
 			return tryCommand(env.helm, append(args, values...)...)
 		})
 	} else {
 		// As a GitOps tool renders a chart: no hooks, no tests; the CRD
-		// is there already.
+		// is there already (crds.enabled=false, as for a second release).
 		namespace(t, cs, w.agentNS, nil)
 		v, err := cs.Discovery().ServerVersion()
 		Expect(err).NotTo(HaveOccurred())
 		var manifests []string
 		for _, name := range []string{exitsMember, exitsHub} {
 			args := []string{"template", name, charts[name], "--namespace", w.agentNS, "--no-hooks", "--skip-tests", "--kube-version", v.GitVersion}
+			if name == exitsMember {
+				args = append(args, "--set", "crds.enabled=false")
+			}
 			manifests = append(manifests, helm(t, append(args, values...)...))
 		}
 		w.rendered = filepath.Join(t.TempDir(), "rendered.yaml")
