@@ -1,14 +1,22 @@
 # fleetmirror. `make help` lists the targets.
 
 # Tool versions. Each tool is built once per version into bin/ with
-# `go install`, as bin/<tool>-<version>, with bin/<tool> linking to it.
+# `go install`, as bin/<tool>-<version> (helm: bin/helm-<version>-k8s<release>),
+# with bin/<tool> linking to it.
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
+# The Kubernetes release helm assumes when it asks no cluster (helm template,
+# helm lint): the one of its client libraries, linked in as helm's own
+# Makefile does (hack/helm-ldflags.sh reads it from helm's go.mod and fails
+# when it is not this one). A plain go install assumes 1.20, which the
+# charts' kubeVersion refuses; the name keeps such a helm, in a bin/ of
+# before, from being used.
+HELM_KUBE_VERSION ?= 1.37
 CONTROLLER_GEN_VERSION ?= v0.23.0
 
 BIN := $(CURDIR)/bin
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
-HELM := $(BIN)/helm-$(HELM_VERSION)
+HELM := $(BIN)/helm-$(HELM_VERSION)-k8s$(HELM_KUBE_VERSION)
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
 IMAGE ?= fleetmirror:dev
@@ -171,7 +179,8 @@ $(GOLANGCI_LINT):
 	$(call go-install,golangci-lint,github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
 
 $(HELM):
-	$(call go-install,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+	ldflags=$$(hack/helm-ldflags.sh $(HELM_VERSION) $(HELM_KUBE_VERSION)); \
+		hack/go-install.sh helm helm.sh/helm/v3/cmd/helm $(HELM_VERSION) $(BIN) $(notdir $(HELM)) "$$ldflags"
 
 $(CONTROLLER_GEN):
 	$(call go-install,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION))

@@ -62,20 +62,35 @@ die() { log "error: $*"; exit 1; }
 
 # node_binaries builds kubelet, kube-proxy, kube-controller-manager,
 # kube-scheduler and kubeadm once per Kubernetes version, in one go build
-# (they share most packages), under a lock as hack/envtest.sh does.
+# (they share most packages), under a lock as hack/envtest.sh does. They are
+# stamped with the release (hack/kube-ldflags.sh), so that the Node's
+# kubeletVersion and every --version say it; a cache built before the stamp
+# (v0.0.0-master) is relinked once, in a few minutes with the Go build cache
+# warm.
 node_binaries() {
 	mkdir -p "$nodebin"
 	exec 8>"$nodebin/.lock"
 	flock 8
 	local want=(kubelet kube-proxy kube-controller-manager kube-scheduler kubeadm) missing=() b
-	for b in "${want[@]}"; do [[ -x "$nodebin/$b" ]] || missing+=("k8s.io/kubernetes/cmd/$b"); done
+	for b in "${want[@]}"; do node_stamped "$nodebin/$b" || missing+=("k8s.io/kubernetes/cmd/$b"); done
 	if ((${#missing[@]})); then
 		log "building ${missing[*]##*/} $KUBE_VERSION from source (first time only, ~10 minutes on 2 cores)"
+		local ldflags
+		ldflags="-s -w $("$root/hack/kube-ldflags.sh" "$KUBE_VERSION")"
 		rm -rf "$nodebin/.tmp" && mkdir -p "$nodebin/.tmp"
-		(cd "$root/hack/tools/kube" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "$nodebin/.tmp/" "${missing[@]}") >&2
+		(cd "$root/hack/tools/kube" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="$ldflags" -o "$nodebin/.tmp/" "${missing[@]}") >&2
 		mv "$nodebin"/.tmp/* "$nodebin/" && rmdir "$nodebin/.tmp"
 	fi
 	exec 8>&-
+}
+
+# node_stamped BINARY succeeds when BINARY exists and names KUBE_VERSION.
+node_stamped() {
+	[[ -x "$1" ]] || return 1
+	case "$(basename "$1")" in
+	kubeadm) [[ "$("$1" version -o short 2>/dev/null)" == "v$KUBE_VERSION" ]] ;;
+	*) [[ "$("$1" --version 2>/dev/null)" == "Kubernetes v$KUBE_VERSION" ]] ;;
+	esac
 }
 
 # host_packages installs from Debian what the node runs on, when missing.
@@ -99,12 +114,19 @@ host_packages() {
 # node's daemons (a kubelet that starts while containerd restarts exits, and
 # comes back). Logs go to $STATE/logs/NAME.log; the supervisor's pid, which
 # is also its process group, to $RUN/NAME.pid. A TERM to the supervisor
-# stops CMD and then the supervisor.
+# stops CMD and then the supervisor. The supervisor first closes every
+# descriptor it inherited but stdin, stdout and stderr: a lock the caller
+# holds (`flock /tmp/fleetmirror-node.lock make cluster`) would otherwise
+# stay held for as long as the node runs.
 start() {
 	local name=$1; shift
 	mkdir -p "$STATE/logs" "$RUN"
 	# shellcheck disable=SC2016 # expanded by the supervisor's shell
 	setsid bash -c '
+		for fd in /proc/$$/fd/*; do
+			fd=${fd##*/}
+			if ((fd > 2)) && [[ -e /proc/$$/fd/$fd ]]; then eval "exec $fd>&-"; fi
+		done
 		trap '"'"'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0'"'"' TERM
 		while :; do
 			"$@" &

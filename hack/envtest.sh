@@ -110,13 +110,6 @@ kubemodule() {
 	echo "$mod"
 }
 
-# Stamped as Kubernetes' hack/lib/version.sh does, so that --version and
-# /version name the release: the charts' kubeVersion refuses an API server
-# that says v0.0.0-master, as binaries built before the stamp do.
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-done
 
 # stamped <binary> succeeds when the binary names the release it is of
 # (etcd: always). A cache built before the stamp is relinked once: with the
@@ -131,15 +124,23 @@ stamped() {
 	esac
 }
 
-build() { # build <module dir> <package> <output name> <ldflags>
-	local out="$dir/$3"
+# build <module dir> <package> <output name> [stamped]: with stamped, the
+# binary is stamped with the release (hack/kube-ldflags.sh, asked only when
+# something is built), so that --version and /version name it: the charts'
+# kubeVersion refuses an API server that says v0.0.0-master, as binaries
+# built before the stamp do.
+build() {
+	local out="$dir/$3" ldflags="-s -w"
 	if [[ -x "$out" ]]; then
 		stamped "$out" && return 0
 		echo "relinking $3 of Kubernetes $KUBE_VERSION: built before its version stamp..." >&2
 	else
 		echo "building $3 from source for Kubernetes $KUBE_VERSION (first time only, several minutes)..." >&2
 	fi
-	(cd "$1" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="$4" -o "$out.tmp" "$2") >&2
+	if [[ "${4:-}" == stamped ]]; then
+		ldflags+=" $("$root/hack/kube-ldflags.sh" "$KUBE_VERSION")"
+	fi
+	(cd "$1" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="$ldflags" -o "$out.tmp" "$2") >&2
 	mv "$out.tmp" "$out"
 }
 
@@ -153,8 +154,8 @@ if [[ ! -x "$dir/etcd" ]]; then
 		fi
 	done
 fi
-build "$root/hack/tools/etcd" go.etcd.io/etcd/server/v3 etcd "-s -w"
+build "$root/hack/tools/etcd" go.etcd.io/etcd/server/v3 etcd
 kube=$(kubemodule)
-build "$kube" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$ldflags"
-build "$kube" k8s.io/kubernetes/cmd/kubectl kubectl "$ldflags"
+build "$kube" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver stamped
+build "$kube" k8s.io/kubernetes/cmd/kubectl kubectl stamped
 echo "$dir"

@@ -2,7 +2,7 @@
 # hack/test.sh HELM: what `make test` runs. Vets every package and runs every
 # test with the race detector against real API servers, then lints the
 # charts and checks the alert rules. HELM is the Makefile's pinned helm
-# (bin/helm-<version>), its target.
+# (bin/helm-<version>-k8s<release>), its target.
 #
 # On a fresh machine most of a first run is building: the packages with the
 # race detector, and the tools the tests run (kube-apiserver, etcd and
@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [[ $# -ne 1 ]]; then
-	echo "usage: $0 HELM (the Makefile's bin/helm-<version>)" >&2
+	echo "usage: $0 HELM (the Makefile's bin/helm-<version>-k8s<release>)" >&2
 	exit 2
 fi
 helm=$1

@@ -51,8 +51,10 @@ type Writer struct {
 	// AwaitOthers, when set, waits in the uninstall mode until no replica
 	// of the writer that the leader election Lease does not cover can
 	// write any more (the replicas of a sharded hub hold Leases of their
-	// own); its error ends the uninstall.
-	AwaitOthers func(ctx context.Context, own *rest.Config) error
+	// own); its error ends the uninstall. The uninstall calls forget, when
+	// not nil, once it is done, to delete what those replicas left to
+	// coordinate (their Leases).
+	AwaitOthers func(ctx context.Context, own *rest.Config) (forget func(context.Context) error, err error)
 	// KindsObject keeps, while leading, the member's kinds object in
 	// --namespace (kindsobject.go), and deletes it on uninstall.
 	KindsObject bool

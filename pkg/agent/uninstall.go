@@ -20,8 +20,11 @@ import (
 // it put into the fleet: Pipeline.Uninstall, within UninstallTimeout, and
 // under the agent's own leader election Lease, so that a replica still
 // winding down writes nothing after the cleanup: it holds the Lease until
-// it has stopped writing, then releases it (or, its RBAC deleted already,
-// lets it expire). It serves no endpoints.
+// it has stopped writing, then deletes it: the agent is gone, and a Lease
+// left behind would be one more object of ours in the user's namespace (its
+// RBAC deleted already or refusing the delete, it steps down or lets the
+// Lease expire instead). The Leases of a sharded hub's replicas go too, once
+// the cleanup is done (Writer.AwaitOthers). It serves no endpoints.
 // It logs one summary line, and fails with one line naming every cluster
 // it could not finish, what is left there and how to finish.
 func (o *Options) uninstall(ctx context.Context, cfg *rest.Config, p *controller.Pipeline, w Writer) error {
@@ -35,14 +38,18 @@ func (o *Options) uninstall(ctx context.Context, cfg *rest.Config, p *controller
 	ran := false
 	clean := func(ctx context.Context) {
 		ran = true
+		var forget func(context.Context) error
 		if w.AwaitOthers != nil {
-			if err = w.AwaitOthers(ctx, cfg); err != nil {
+			if forget, err = w.AwaitOthers(ctx, cfg); err != nil {
 				return
 			}
 		}
 		report, err = p.Uninstall(ctx, controller.UninstallOptions{KeepMirrors: o.UninstallKeepMirrors})
 		if w.uninstalled != nil {
 			err = errors.Join(err, w.uninstalled(ctx))
+		}
+		if forget != nil {
+			err = errors.Join(err, forget(ctx))
 		}
 	}
 	if !o.LeaderElect {
@@ -51,8 +58,10 @@ func (o *Options) uninstall(ctx context.Context, cfg *rest.Config, p *controller
 	}
 	leading, done := context.WithCancel(ctx)
 	defer done()
-	// leader.Run returns once clean has returned and the Lease is released.
-	lerr := leader.Run(leading, o.leaderConfig(cfg), func(ctx context.Context) {
+	// leader.Run returns once clean has returned and the Lease is deleted.
+	lc := o.leaderConfig(cfg)
+	lc.DeleteOnRelease = true
+	lerr := leader.Run(leading, lc, func(ctx context.Context) {
 		clean(ctx)
 		done()
 	})

@@ -154,7 +154,29 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		return res, err
 	}
 
-	// 3. Fetch the source from the API server when asked to: the cache may
+	// 3. Let go of what an older version or an older claim left on the
+	// source: the finalizer older versions held (none is added any
+	// more: a finalizer outlives its agent and would leave the owner's
+	// object, and its namespace, stuck in deletion), and, for a source a
+	// policy now serves, the status its annotations had us write. meta
+	// follows our writes, so that the status write below starts from
+	// this one and does not conflict with it.
+	var meta metav1.Object = src
+	if r.stale(c, src, via) {
+		var part *string
+		if via != nil {
+			part = new(string)
+		}
+		var err error
+		if meta, err = r.patchSource(ctx, c, key, src, part); err != nil {
+			return Result{}, ignoreNotFound(err)
+		}
+		src = src.DeepCopy() // the cached object is shared: copy before changing
+		src.SetFinalizers(meta.GetFinalizers())
+		src.SetAnnotations(meta.GetAnnotations())
+	}
+
+	// 4. Fetch the source from the API server when asked to: the cache may
 	// lag behind another writer of the source. The mirrors are built from
 	// the fresh object, so its transform rules and adopt list are the ones
 	// that count; the plan stays that of the cached object.
@@ -171,7 +193,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		}
 	}
 
-	// 4. Report what the annotations got wrong or could not reach. Invalid
+	// 5. Report what the annotations got wrong or could not reach. Invalid
 	// transform rules stop everything: mirroring untransformed content the
 	// owner meant to change would be a surprise write.
 	r.reportPlan(c, src, plan)
@@ -193,28 +215,6 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		// this one into a RequeueAfter. It would also log "Reconciler
 		// error" for a user's mistake the Warning Event already reports.
 		return Result{}, nil
-	}
-
-	// 5. Let go of what an older version or an older claim left on the
-	// source: the finalizer older versions held (none is added any
-	// more: a finalizer outlives its agent and would leave the owner's
-	// object, and its namespace, stuck in deletion), and, for a source a
-	// policy now serves, the status its annotations had us write. meta
-	// follows our writes, so that the status write below starts from
-	// this one and does not conflict with it.
-	var meta metav1.Object = src
-	if r.stale(c, src, via) {
-		var part *string
-		if via != nil {
-			part = new(string)
-		}
-		var err error
-		if meta, err = r.patchSource(ctx, c, key, src, part); err != nil {
-			return Result{}, ignoreNotFound(err)
-		}
-		src = src.DeepCopy() // the cached object is shared: copy before changing
-		src.SetFinalizers(meta.GetFinalizers())
-		src.SetAnnotations(meta.GetAnnotations())
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.

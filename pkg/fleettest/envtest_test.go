@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/discovery"
 )
 
 // hack/envtest.sh relinks, once, kube-apiserver and kubectl of a cache
@@ -18,15 +20,7 @@ func TestEnvtestRelinksUnstamped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gomod, err := os.ReadFile(filepath.Join(root, "hack", "tools", "kube", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^require k8s\.io/kubernetes v(\S+)$`).FindSubmatch(gomod)
-	if m == nil {
-		t.Fatal("hack/tools/kube/go.mod pins no k8s.io/kubernetes")
-	}
-	version := string(m[1])
+	version := pinnedKube(t)
 
 	xdg := t.TempDir()
 	etcd := regexp.MustCompile(`(?m)^ETCD_VERSION=(\S+)$`)
@@ -52,9 +46,15 @@ func TestEnvtestRelinksUnstamped(t *testing.T) {
 	fake("kube-apiserver", "Kubernetes v0.0.0-master")
 	fake("kubectl", "Client Version: v0.0.0-master")
 
-	// The fake go "builds" a binary that says the release of its ldflags.
+	// The fake go "builds" a binary that says the release of its ldflags;
+	// hack/kube-ldflags.sh's go mod download goes to the real one.
+	realGo, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
 	fakeBin, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
 	fakeGo := fmt.Sprintf(`#!/usr/bin/env bash
+[[ $1 == mod ]] && exec %q "$@"
 echo "$*" >> %q
 out= ldflags=
 while [[ $# -gt 0 ]]; do
@@ -71,7 +71,7 @@ case "$out" in
 *) exit 1 ;;
 esac
 chmod +x "$out"
-`, calls)
+`, realGo, calls)
 	if err := os.WriteFile(filepath.Join(fakeBin, "go"), []byte(fakeGo), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +117,43 @@ chmod +x "$out"
 	run()
 	if n := len(builds()); n != 2 {
 		t.Errorf("stamped binaries built again: %d builds after the second run, want 2", n)
+	}
+}
+
+// pinnedKube is PinnedKubeVersion, or the test fails.
+func pinnedKube(t *testing.T) string {
+	t.Helper()
+	v, err := PinnedKubeVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// The API servers of the tests say the release they are, as a cluster's
+// do: hack/envtest.sh links them with hack/kube-ldflags.sh (unstamped,
+// /version said v0.0.0-master+$Format:%H$, which the charts' kubeVersion
+// refuses).
+func TestAPIServerSaysItsRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts API servers; skipped with -short")
+	}
+	if os.Getenv(EnvKubeVersions) != "" {
+		t.Skipf("%s chooses the releases", EnvKubeVersions)
+	}
+	api, _ := APIServer(t)
+	dc, err := discovery.NewDiscoveryClientForConfig(api.Hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dc.ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only what a cache relinked for its stamp says too: binaries of the
+	// first stamp carry no build date.
+	want := "v" + pinnedKube(t)
+	if info.GitVersion != want || info.Major != "1" || info.Minor != strings.Split(want, ".")[1] || info.GitTreeState != "clean" {
+		t.Errorf("/version says %+v, want %s from a clean tree", *info, want)
 	}
 }

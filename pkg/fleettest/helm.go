@@ -22,8 +22,9 @@ var errHelmMissing = errors.New("helm is missing")
 
 // Helm returns the path of the pinned helm, the one place every test that
 // runs helm gets it from: FLEETMIRROR_HELM when set (make test and make
-// test-cluster set it after building it), else bin/helm-<HELM_VERSION of the
-// Makefile>, built with make when missing. The Makefile's target builds
+// test-cluster set it after building it), else the Makefile's
+// bin/helm-<HELM_VERSION>-k8s<HELM_KUBE_VERSION>, built with make when
+// missing. The Makefile's target builds
 // under a lock (hack/go-install.sh), so test packages asking at the same
 // moment on a fresh clone build it once. Under -short a missing helm skips
 // the test instead of building it.
@@ -54,11 +55,15 @@ func findHelm() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m := regexp.MustCompile(`(?m)^HELM_VERSION \?= (\S+)$`).FindSubmatch(mk)
-	if m == nil {
-		return "", errors.New("HELM_VERSION not found in the Makefile")
+	var version [2]string
+	for i, name := range []string{"HELM_VERSION", "HELM_KUBE_VERSION"} {
+		m := regexp.MustCompile(`(?m)^` + name + ` \?= (\S+)$`).FindSubmatch(mk)
+		if m == nil {
+			return "", fmt.Errorf("%s not found in the Makefile", name)
+		}
+		version[i] = string(m[1])
 	}
-	path := filepath.Join(root, "bin", "helm-"+string(m[1]))
+	path := filepath.Join(root, "bin", "helm-"+version[0]+"-k8s"+version[1])
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}

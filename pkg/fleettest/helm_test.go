@@ -71,6 +71,25 @@ chmod +x "$GOBIN/tool"
 		t.Errorf("bin/tool runs: %q, %v", out, err)
 	}
 
+	// A binary of its own name and -ldflags (helm's: bin/helm-v3.22.0-k8s1.37)
+	// is built beside the plain one, which is not taken for it, and
+	// bin/tool points at it.
+	cmd := exec.Command(script, "tool", "example.com/tool", "v1.0.0", bindir, "tool-v1.0.0-x", "-X example.com/tool.v=x")
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if data, err = os.ReadFile(calls); err != nil {
+		t.Fatal(err)
+	}
+	ran := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if want := "install -ldflags=-X example.com/tool.v=x example.com/tool@v1.0.0"; len(ran) != 2 || ran[1] != want {
+		t.Errorf("go ran %q, want a second build: go %s", ran, want)
+	}
+	if link, err := os.Readlink(filepath.Join(bindir, "tool")); err != nil || link != "tool-v1.0.0-x" {
+		t.Errorf("bin/tool points at %q (%v), want tool-v1.0.0-x", link, err)
+	}
+
 	// A failed build leaves neither the binary nor its build directory.
 	broken := t.TempDir()
 	if _, err := run(broken, "example.com/broken"); err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -24,6 +25,25 @@ import (
 // Unset, every API server is the one of Assets. Each started API server's
 // /version is checked against the release it was meant to be.
 const EnvKubeVersions = "FLEETMIRROR_KUBE_VERSIONS"
+
+// PinnedKubeVersion is the Kubernetes release hack/tools/kube pins
+// (1.36.3): the one hack/envtest.sh builds by default and the node of
+// make cluster runs.
+func PinnedKubeVersion() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(filepath.Join(root, "hack", "tools", "kube", "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^require k8s\.io/kubernetes v(\S+)$`).FindSubmatch(data)
+	if m == nil {
+		return "", errors.New("hack/tools/kube/go.mod requires no k8s.io/kubernetes")
+	}
+	return string(m[1]), nil
+}
 
 // kubeVersions is a parsed EnvKubeVersions. An empty version is the one
 // of Assets.

@@ -1,10 +1,7 @@
 package fleettest
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -100,25 +97,6 @@ func TestVersionMatches(t *testing.T) {
 	}
 }
 
-// pinnedKubeMinor returns the minor release hack/tools/kube pins (1.36),
-// the one hack/envtest.sh builds by default.
-func pinnedKubeMinor(t *testing.T) string {
-	t.Helper()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "hack", "tools", "kube", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^require k8s\.io/kubernetes v(\S+)$`).FindSubmatch(data)
-	if m == nil {
-		t.Fatal("hack/tools/kube/go.mod requires no k8s.io/kubernetes")
-	}
-	return minorOf(string(m[1]))
-}
-
 // A fleet of FLEETMIRROR_KUBE_VERSIONS runs each API server from
 // hack/envtest.sh VERSION, and refuses to start one whose /version is
 // another release than it was meant to be.
@@ -126,7 +104,7 @@ func TestKubeVersionsOnAPIServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts API servers")
 	}
-	pinned := pinnedKubeMinor(t)
+	pinned := minorOf(pinnedKube(t))
 	t.Setenv(EnvKubeVersions, "hub="+pinned+",members="+pinned)
 	dir, err := assetsOf(pinned)
 	if err != nil {

@@ -48,12 +48,17 @@ func Run(ctx context.Context, o Options) error {
 
 // awaitShards waits, in the uninstall mode of a sharded hub, until no
 // replica serves a cluster any more: they hold shard Leases, not the
-// leader election Lease.
-func (o *Options) awaitShards(ctx context.Context, own *rest.Config) error {
+// leader election Lease. Those Leases are deleted once the uninstall is
+// done.
+func (o *Options) awaitShards(ctx context.Context, own *rest.Config) (func(context.Context) error, error) {
 	if !o.Sharded() {
-		return nil
+		return nil, nil
 	}
-	return shard.AwaitStopped(ctx, shard.Options{Config: own, Namespace: o.Namespace, Group: o.ShardGroup, LeaseDuration: o.ShardLeaseDuration})
+	stopped, err := shard.AwaitStopped(ctx, shard.Options{Config: own, Namespace: o.Namespace, Group: o.ShardGroup, LeaseDuration: o.ShardLeaseDuration})
+	if err != nil {
+		return nil, err
+	}
+	return stopped.Delete, nil
 }
 
 // provider is the hub's fleet: its own cluster, whose registration

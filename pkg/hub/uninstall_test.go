@@ -6,12 +6,15 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
+	"github.com/fleetmirror/fleetmirror/pkg/shard"
 )
 
 // The hub's uninstall mode with a member cluster down: everything the
@@ -119,7 +122,8 @@ func released(g Gomega, c *fleettest.Cluster, src client.Object) {
 // The replicas of a sharded hub hold shard Leases, not the leader election
 // Lease: the uninstall waits until none renews its Lease any more (the
 // replicas stopped), writing nothing meanwhile, then cleans every cluster,
-// not only a shard of them.
+// not only a shard of them, and deletes the replicas' Leases, and only
+// those.
 func TestShardedUninstallWaitsForTheReplicas(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -147,6 +151,18 @@ func TestShardedUninstallWaitsForTheReplicas(t *testing.T) {
 	for _, rep := range replicas {
 		rep.stop()
 	}
+	// Leases that are not the replicas': another hub's in the namespace,
+	// and one with the group's label not named after its holder.
+	lease := func(name, group, holder string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: name, Labels: map[string]string{shard.LabelGroup: group}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder},
+		}
+	}
+	others := []*coordinationv1.Lease{lease("other-hub-a", "other-hub", "a"), lease("fleetmirror-hub-lookalike", "fleetmirror-hub", "someone")}
+	for _, l := range others {
+		g.Expect(f.Hub.Client.Create(ctx, l)).To(Succeed())
+	}
 	var err error
 	g.Eventually(r.done, timeout, poll).Should(Receive(&err))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -154,6 +170,13 @@ func TestShardedUninstallWaitsForTheReplicas(t *testing.T) {
 		g.Expect(fleettest.Lookup(m, fleettest.Secret("shared", src.Name))).To(BeNil(), "mirror in %s", m.Name)
 	}
 	released(g, f.Hub, src)
+	var left coordinationv1.LeaseList
+	g.Expect(f.Hub.Client.List(ctx, &left, client.InNamespace(systemNS))).To(Succeed())
+	var names []string
+	for _, l := range left.Items {
+		names = append(names, l.Name)
+	}
+	g.Expect(names).To(ConsistOf(others[0].Name, others[1].Name), "the replicas' Leases are left, or others' deleted")
 }
 
 // fleetOfItsOwn starts a hub and members for one test, with the suite's

@@ -54,6 +54,10 @@
 //     With ReleaseOnCancel it also steps down after a loss, once lead has
 //     returned, as client-go does: when the API server failed for a while,
 //     the next leader need not wait for the Lease to expire.
+//     With DeleteOnRelease as well, it deletes the Lease instead of
+//     stepping down, on the same condition and only if the Lease is still
+//     the version it read (a precondition on its UID and resourceVersion):
+//     the agent's uninstall mode, the last holder, leaves no Lease behind.
 //   - A lead that returns while Run still leads does not end leadership:
 //     Run keeps the Lease until its context ends or leadership is lost, as
 //     client-go does.
@@ -70,8 +74,9 @@
 // RenewDeadline. Each request gives up after max(1s, RenewDeadline/2), so
 // that one hung request cannot cost the leadership.
 //
-// Only the verbs get, create and update of the one Lease are used (the
-// charts' Role grants no more): no list, no watch.
+// Only the verbs get, create and update of the one Lease are used, and
+// delete with DeleteOnRelease (the charts' Role grants no more): no list,
+// no watch.
 //
 // Like client-go's, this is not fencing: a leader that is paused longer
 // than LeaseDuration (a stopped process, a stalled node) may still write

@@ -53,6 +53,12 @@ type Config struct {
 	// after lead returned, so that another replica takes over at once
 	// instead of after LeaseDuration.
 	ReleaseOnCancel bool
+	// DeleteOnRelease makes the leader delete the Lease where
+	// ReleaseOnCancel steps down, when the Lease still names this replica
+	// and has not changed since it was read: the last holder ever, the
+	// agent's uninstall mode, leaves no Lease behind. When the delete is
+	// refused (a Role without it), the leader steps down instead.
+	DeleteOnRelease bool
 	// OnChange, when set, is called with true when this replica starts
 	// leading and with false when it stops; it must not block.
 	OnChange func(leading bool)
@@ -88,6 +94,9 @@ func (c *Config) validate(lead func(context.Context)) error {
 	}
 	if c.RenewDeadline <= time.Duration(jitterFactor*float64(c.RetryPeriod)) {
 		add("renewDeadline %s must be greater than retryPeriod %s × %.1f", c.RenewDeadline, c.RetryPeriod, jitterFactor)
+	}
+	if c.DeleteOnRelease && !c.ReleaseOnCancel {
+		add("deleteOnRelease without releaseOnCancel")
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid leader election config: %s", strings.Join(problems, "; "))
@@ -342,9 +351,9 @@ func (e *elector) observe(r record) {
 }
 
 // release steps down, if the Lease still names this replica, by writing
-// client-go's released record. ctx may have ended: the requests get
-// RenewDeadline of their own. Failures are logged: the Lease then expires
-// after its duration.
+// client-go's released record, or with DeleteOnRelease by deleting the
+// Lease. ctx may have ended: the requests get RenewDeadline of their own.
+// Failures are logged: the Lease then expires after its duration.
 func (e *elector) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
 	defer cancel()
@@ -356,6 +365,17 @@ func (e *elector) release(ctx context.Context) {
 	current := recordOf(&lease.Spec)
 	if current.holder != e.cfg.Identity {
 		return // another replica took it over: nothing of ours to release
+	}
+	if e.cfg.DeleteOnRelease {
+		// Conditional on the version that names us: a replica that took
+		// the Lease over since keeps it (the delete is a conflict, and so
+		// is the step down that follows).
+		err := e.client.delete(ctx, lease)
+		if err == nil || apierrors.IsNotFound(err) {
+			e.log.Info("Deleted lease")
+			return
+		}
+		e.log.Info("Failed to delete lease; stepping down instead", "error", err.Error())
 	}
 	if _, err := e.client.update(ctx, lease, released(current, time.Now())); err != nil {
 		e.log.Info("Failed to release lease", "error", err.Error())

@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -44,9 +45,9 @@ const leaseName = "fleetmirror-member"
 var serial atomic.Int32
 
 // setup gives a test a fresh namespace and the Config of a candidate that
-// may do there only what the charts' Role allows: create Leases, and get
-// and update the one Lease. A list or watch would be refused, and the
-// candidate would never lead.
+// may do there only what the charts' Role allows: create Leases, and get,
+// update and delete the one Lease. A list or watch would be refused, and
+// the candidate would never lead.
 func setup(t *testing.T) leader.Config {
 	t.Helper()
 	if fleet == nil {
@@ -63,7 +64,7 @@ func setup(t *testing.T) leader.Config {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader-election"},
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-				{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, ResourceNames: []string{leaseName}, Verbs: []string{"get", "update"}},
+				{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, ResourceNames: []string{leaseName}, Verbs: []string{"get", "update", "delete"}},
 			},
 		},
 		&rbacv1.RoleBinding{
@@ -243,6 +244,31 @@ func TestOneCandidate(t *testing.T) {
 	g.Expect(holder(lease)).To(BeEmpty())
 	g.Expect(*lease.Spec.LeaseDurationSeconds).To(BeEquivalentTo(1))
 	g.Expect(*lease.Spec.LeaseTransitions).To(BeEquivalentTo(0))
+}
+
+// TestDeleteOnRelease: with DeleteOnRelease, a candidate that steps down
+// deletes the Lease instead (the uninstall mode, the last holder, leaves
+// none behind); refused the delete, it steps down as without.
+func TestDeleteOnRelease(t *testing.T) {
+	g := NewWithT(t)
+	cfg := setup(t)
+	cfg.DeleteOnRelease = true
+	var all leads
+	a := start(t, cfg, "a", &all)
+	g.Eventually(a.isLeading, 10*time.Second).Should(BeTrue())
+	g.Expect(a.stop()).To(Succeed())
+	err := fleet.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.Name}, &coordinationv1.Lease{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Lease is still there: %v", err)
+
+	// A Role without delete, as the charts' before: it steps down.
+	role := &rbacv1.Role{}
+	g.Expect(fleet.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: cfg.Namespace, Name: "leader-election"}, role)).To(Succeed())
+	role.Rules[1].Verbs = []string{"get", "update"}
+	g.Expect(fleet.Hub.Client.Update(context.Background(), role)).To(Succeed())
+	b := start(t, cfg, "b", &all)
+	g.Eventually(b.isLeading, 10*time.Second).Should(BeTrue())
+	g.Expect(b.stop()).To(Succeed())
+	g.Expect(holder(getLease(g, cfg))).To(BeEmpty(), "refused the delete, it did not step down")
 }
 
 // TestLeadReturnsEarly: a lead that returns on its own does not end
@@ -452,6 +478,7 @@ func TestRenewsWhileLeadWindsDown(t *testing.T) {
 func TestLostToAnotherWriter(t *testing.T) {
 	g := NewWithT(t)
 	cfg := setup(t)
+	cfg.DeleteOnRelease = true // nor is another holder's Lease deleted
 	var all leads
 	windDown := 300 * time.Millisecond
 	all.windDown.Store(int64(windDown))
@@ -532,6 +559,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"renew deadline within the jittered retry period", func(c *leader.Config) { c.RetryPeriod = 9 * time.Second },
 			"renewDeadline 10s must be greater than retryPeriod 9s × 1.2"},
 		{"no retry period", func(c *leader.Config) { c.RetryPeriod = 0 }, "retryPeriod 0s must be greater than zero"},
+		{"delete without release", func(c *leader.Config) { c.DeleteOnRelease = true }, "deleteOnRelease without releaseOnCancel"},
 	} {
 		cfg := valid
 		tc.change(&cfg)

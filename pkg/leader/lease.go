@@ -169,6 +169,14 @@ func (c *leaseClient) update(ctx context.Context, current *coordinationv1.Lease,
 	return fromUnstructured(u)
 }
 
+// delete deletes current, the Lease as last read, if it is still that
+// version of that object: it fails with Conflict when the Lease changed
+// since.
+func (c *leaseClient) delete(ctx context.Context, current *coordinationv1.Lease) error {
+	return c.leases.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+		UID: &current.UID, ResourceVersion: &current.ResourceVersion}})
+}
+
 // toUnstructured converts a Lease for the dynamic client, which needs its
 // apiVersion and kind in the object.
 func toUnstructured(lease *coordinationv1.Lease) (*unstructured.Unstructured, error) {

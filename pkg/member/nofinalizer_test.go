@@ -43,6 +43,15 @@ func TestOlderFinalizersTakenOff(t *testing.T) {
 	g.Eventually(status(kept), timeout, poll).Should(Equal("1/1 namespaces synced"))
 	change(t, kept, func(s *corev1.Secret) { s.Finalizers = nil })
 
+	// Invalid transform rules stop all writes of mirrors, not the removal
+	// of a finalizer that was ours.
+	broken := sourceSecret(ns[0], "broken", ns[1], map[string]string{"k": "v"})
+	broken.Annotations[annotations.AnnotationTransform] = "this is not a rule"
+	broken.Finalizers = []string{member.Finalizer}
+	create(t, broken)
+	eventuallyEvent(t, ns[0], "broken", "InvalidTransform", "")
+	g.Eventually(finalizersOf(broken), timeout, poll).Should(BeEmpty())
+
 	// Deleted while the older agent ran: held only by its finalizer.
 	deleting := sourceSecret(ns[0], "deleting", ns[1], map[string]string{"k": "v"})
 	deleting.Finalizers = []string{member.Finalizer}

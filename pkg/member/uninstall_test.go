@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -187,7 +188,7 @@ func (s *uninstallScene) holdLease(t *testing.T) (release func()) {
 // source deleted meanwhile too), takes our part of the status off every
 // source and the finalizer an older version held off sources and policies,
 // removes our status from the pull mirror, and leaves alone everything
-// that is not provably ours.
+// that is not provably ours. It deletes the Lease last.
 func TestUninstall(t *testing.T) {
 	g := NewWithT(t)
 	s := newUninstallScene(t)
@@ -236,7 +237,8 @@ func TestUninstall(t *testing.T) {
 	g.Expect(s.finalizers(older)()).To(Equal([]string{"example.com/keep"}), "the older version's finalizer on a policy")
 	g.Expect(fleettest.Lookup(s.c, leftover)).To(BeNil(), "the kinds object stays")
 	s.released(t)
-	g.Expect(s.lease()).To(BeEmpty(), "the uninstall released the Lease")
+	_, err = s.lease()
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the uninstall left the Lease: %v", err)
 	g.Expect(writesTo(uninstall.requests, "other")).To(BeEmpty(), "written to objects that are not ours")
 }
 

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -323,12 +324,12 @@ func leaseName(group, identity string) string {
 // changed for o.LeaseDuration on this process's clock, as a replica that
 // waits to take over judges it (a replica stops serving RenewDeadline after
 // its last renewal). The hub's uninstall mode waits so before it cleans
-// up. It LISTs the group's Leases every LeaseDuration/8, which the shard
-// Role allows.
-func AwaitStopped(ctx context.Context, o Options) error {
+// up, and deletes the Leases after (Stopped.Delete). It LISTs the group's
+// Leases every LeaseDuration/8, which the shard Role allows.
+func AwaitStopped(ctx context.Context, o Options) (*Stopped, error) {
 	client, err := coordinationclient.NewForConfig(o.Config)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l := &leases{client: client.Leases(o.Namespace), group: o.Group, duration: o.LeaseDuration, changed: func() {}, peers: map[string]*peer{}}
 	sel := labels.SelectorFromSet(labels.Set{LabelGroup: o.Group}).String()
@@ -351,17 +352,51 @@ func AwaitStopped(ctx context.Context, o Options) error {
 		}
 		live := l.live()
 		if err == nil && len(live) == 0 {
-			return nil
+			return &Stopped{l: l}, nil
 		}
 		select {
 		case <-ctx.Done():
 			if err != nil {
-				return fmt.Errorf("cannot list the shard Leases of %s: %w", o.Group, err)
+				return nil, fmt.Errorf("cannot list the shard Leases of %s: %w", o.Group, err)
 			}
 			slices.Sort(live)
-			return fmt.Errorf("replicas of the sharded hub still renew their shard Leases (%s): stop them (delete the hub's Deployment) and run the uninstall again",
+			return nil, fmt.Errorf("replicas of the sharded hub still renew their shard Leases (%s): stop them (delete the hub's Deployment) and run the uninstall again",
 				strings.Join(live, ", "))
 		case <-time.After(o.LeaseDuration / 8):
 		}
 	}
+}
+
+// Stopped is the Leases of a group whose replicas AwaitStopped saw stop.
+type Stopped struct {
+	l *leases
+}
+
+// Delete deletes the Leases AwaitStopped saw stop, so that an uninstalled
+// hub leaves none behind. Only the shard's own are deleted: labelled with
+// the group (AwaitStopped lists no others) and named after their holder as
+// a replica names its Lease. Each delete is conditional on the version seen
+// stopped, so that the Lease of a replica that came back since stays; a
+// Lease gone already is fine, one that changed is reported.
+func (s *Stopped) Delete(ctx context.Context) error {
+	s.l.mu.Lock()
+	rvs := map[string]string{}
+	for name, p := range s.l.peers {
+		if name == leaseName(s.l.group, p.identity) {
+			rvs[name] = p.resourceVersion
+		}
+	}
+	s.l.mu.Unlock()
+	var errs []error
+	for name, rv := range rvs {
+		err := s.l.client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err):
+			errs = append(errs, fmt.Errorf("shard Lease %s changed after its replica was seen stopped: a replica of the hub runs again; stop it and run the uninstall again", name))
+		default:
+			errs = append(errs, fmt.Errorf("deleting shard Lease %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -20,11 +20,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // releaseName and releaseNamespace are the release every render uses.
@@ -145,10 +145,9 @@ func templateRelease(t *testing.T, release, dir string, values map[string]any, a
 		}
 		cmd = append(cmd, "--values", f)
 	}
+	// No --kube-version unless a test asks: the pinned helm assumes the
+	// Kubernetes release of its client libraries, as a user's does.
 	cmd = append(cmd, args...)
-	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--kube-version") }) {
-		cmd = append(cmd, "--kube-version", renderKubeVersion(t))
-	}
 	var stdout, stderr bytes.Buffer
 	c := exec.Command(helm(t), cmd...)
 	c.Stdout, c.Stderr = &stdout, &stderr
@@ -157,36 +156,6 @@ func templateRelease(t *testing.T, release, dir string, values map[string]any, a
 	}
 	return stdout.String(), nil
 }
-
-// renderKubeVersion is the Kubernetes release helm template renders for
-// unless a test asks for another: the one make test's API servers run
-// (hack/tools/kube pins it). helm built with go install assumes 1.20, which
-// the charts' kubeVersion refuses.
-func renderKubeVersion(t *testing.T) string {
-	t.Helper()
-	kubeVersionOnce.Do(func() {
-		var data []byte
-		if data, kubeVersionErr = os.ReadFile(filepath.Join(root, "hack", "tools", "kube", "go.mod")); kubeVersionErr != nil {
-			return
-		}
-		m := regexp.MustCompile(`(?m)^require k8s\.io/kubernetes v(\S+)$`).FindSubmatch(data)
-		if m == nil {
-			kubeVersionErr = fmt.Errorf("hack/tools/kube/go.mod requires no k8s.io/kubernetes")
-			return
-		}
-		kubeVersion = string(m[1])
-	})
-	if kubeVersionErr != nil {
-		t.Fatal(kubeVersionErr)
-	}
-	return kubeVersion
-}
-
-var (
-	kubeVersionOnce sync.Once
-	kubeVersion     string
-	kubeVersionErr  error
-)
 
 // render renders chart and fails the test when helm fails. It returns what
 // helm install creates, and the helm test hook, but not the uninstall

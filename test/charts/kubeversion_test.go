@@ -3,6 +3,7 @@ package charts_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -95,6 +96,24 @@ func TestKubeVersionRange(t *testing.T) {
 					t.Errorf("Kubernetes %s accepted", tc.kube)
 				case !tc.ok && !strings.Contains(err.Error(), "kubeVersion"):
 					t.Errorf("Kubernetes %s refused for another reason than kubeVersion: %v", tc.kube, err)
+				}
+			}
+		})
+	}
+}
+
+// The pinned helm renders and lints the charts without --kube-version, as a
+// user's helm does: it is linked to assume the Kubernetes release of its
+// client libraries (the Makefile's HELM_KUBE_VERSION, within the supported
+// range), not the 1.20 of a plain go install, which the charts' kubeVersion
+// refuses.
+func TestWithoutKubeVersion(t *testing.T) {
+	for _, c := range charts {
+		t.Run(c.dir, func(t *testing.T) {
+			dir := filepath.Join(root, "charts", c.dir)
+			for _, args := range [][]string{{"template", releaseName, dir}, {"lint", "--strict", dir}} {
+				if out, err := exec.Command(helm(t), args...).CombinedOutput(); err != nil {
+					t.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 				}
 			}
 		})

@@ -280,7 +280,7 @@ func TestLeaderElection(t *testing.T) {
 				ms.Get(t, "Role", "-leader-election").Decode(t, &role)
 				want := []rbacv1.PolicyRule{
 					{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-					{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{tc.id}, Verbs: []string{"get", "update"}},
+					{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{tc.id}, Verbs: []string{"get", "update", "delete"}},
 				}
 				if role.Namespace != tc.role || !reflect.DeepEqual(role.Rules, want) {
 					t.Errorf("Role in %q with rules %+v, want in %q %+v", role.Namespace, role.Rules, tc.role, want)

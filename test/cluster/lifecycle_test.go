@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 const nodeName = "fleetmirror-node"
@@ -175,7 +177,8 @@ func TestMemberUninstall(t *testing.T) {
 	namespaceGone(t, cs, "fmu-src", 2*time.Minute)
 }
 
-// hookLeftovers lists what the uninstall hook left in ns and cluster-wide.
+// hookLeftovers lists what the uninstall hook left in ns and cluster-wide:
+// its Job and RBAC, and the Lease it deletes once it no longer needs it.
 func hookLeftovers(t testing.TB, cs kubernetes.Interface, ns string) []string {
 	t.Helper()
 	var left []string
@@ -185,6 +188,13 @@ func hookLeftovers(t testing.TB, cs kubernetes.Interface, ns string) []string {
 	}
 	for _, j := range jobs.Items {
 		left = append(left, "job/"+j.Name)
+	}
+	leases, err := cs.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		left = append(left, "lease/"+l.Name)
 	}
 	crs, err := cs.RbacV1().ClusterRoles().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -230,4 +240,23 @@ func nodeReady(t testing.TB, cs kubernetes.Interface) {
 		}
 		g.Expect("no Ready condition").To(BeEmpty())
 	}).WithTimeout(2 * time.Minute).Should(Succeed())
+}
+
+// TestNodeSaysItsRelease: the node's binaries, built from source by
+// hack/cluster.sh and hack/envtest.sh, say the Kubernetes release they are
+// (hack/kube-ldflags.sh), as a real cluster's do: the API server's
+// /version, which the charts' kubeVersion is checked against, and the
+// kubelet's version in the Node's status.
+func TestNodeSaysItsRelease(t *testing.T) {
+	RegisterTestingT(t)
+	pinned, err := fleettest.PinnedKubeVersion()
+	Expect(err).NotTo(HaveOccurred())
+	cs := node(t)
+	v, err := cs.Discovery().ServerVersion()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(v.GitVersion).To(Equal("v"+pinned), "/version: %+v", *v)
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v"+pinned), "kubeletVersion")
+	Expect(kubectl(t, "version", "--client", "-o", "json")).To(ContainSubstring(`"gitVersion": "v`+pinned+`"`), "kubectl")
 }

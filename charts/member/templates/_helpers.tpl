@@ -68,7 +68,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 Rules of the leader election Role: create the Lease, then read and renew
-only that one.
+only that one, and delete it (the uninstall hook, its last holder).
 */}}
 {{- define "fleetmirror.leaderElectionRules" -}}
 - apiGroups: ["coordination.k8s.io"]
@@ -77,7 +77,7 @@ only that one.
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   resourceNames: [{{ include "fleetmirror.leaderElectionID" . | quote }}]
-  verbs: ["get", "update"]
+  verbs: ["get", "update", "delete"]
 {{- end }}
 
 {{/*
