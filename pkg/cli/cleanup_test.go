@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -175,6 +176,15 @@ func TestCleanup(t *testing.T) {
 	g.Expect(out).NotTo(ContainSubstring("noref"))
 	g.Expect(out).NotTo(ContainSubstring("db-copy"))
 	g.Expect(out).To(ContainSubstring("4 objects to delete, finalizers to remove from 4 objects, 3 status annotations to change.\nRun again with --apply"))
+
+	out, err = runWith(kubeconfig, "cleanup", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	var rep cli.CleanupReport
+	g.Expect(json.Unmarshal([]byte(out), &rep)).To(Succeed(), out)
+	g.Expect(rep.Objects).To(HaveLen(9))
+	g.Expect(rep.Objects).To(ContainElement(And(HaveField("Kind", "Secret"), HaveField("Namespace", "src"), HaveField("Name", "former"),
+		HaveField("RemoveFinalizers", []string{member.Finalizer}), HaveField("Status", "1/1 namespaces synced"), HaveField("NewStatus", HaveValue(BeEmpty())))))
+	g.Expect(resourceVersions(g, k8s)).To(Equal(before))
 
 	// The member's marks only, mirrors kept: the hub's part of the status
 	// and its finalizer stay.
