@@ -41,17 +41,13 @@ type Writer struct {
 var Writers = map[string]Writer{
 	annotations.ManagedByMember: {
 		Name: annotations.ManagedByMember, ManagedBy: annotations.ManagedByMember,
-		Finalizers: []string{member.Finalizer, policyFinalizer}, KindsObject: true,
+		Finalizers: []string{member.Finalizer, controller.PolicyFinalizer}, KindsObject: true,
 	},
 	annotations.ManagedByHub: {
 		Name: annotations.ManagedByHub, ManagedBy: annotations.ManagedByHub,
 		Finalizers: []string{hub.Finalizer}, Remote: true,
 	},
 }
-
-// policyFinalizer is the finalizer earlier member agents held on
-// MirrorPolicies (pkg/controller's policyFinalizer).
-const policyFinalizer = annotations.Prefix + "policy-cleanup"
 
 // CleanupObject is one object cleanup changes, and what it does to it.
 type CleanupObject struct {

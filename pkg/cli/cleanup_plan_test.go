@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/controller"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/hub"
 	"github.com/fleetmirror/fleetmirror/pkg/member"
@@ -120,8 +121,8 @@ func TestPlanCleanup(t *testing.T) {
 			newStatus: ptr(local)},
 
 		{name: "MirrorPolicy", kind: "MirrorPolicy", writers: memberOnly,
-			obj: meta("src", "p", nil, nil, policyFinalizer), finalizers: []string{policyFinalizer}},
-		{name: "MirrorPolicy, hub only", kind: "MirrorPolicy", writers: hubOnly, obj: meta("src", "p", nil, nil, policyFinalizer)},
+			obj: meta("src", "p", nil, nil, controller.PolicyFinalizer), finalizers: []string{controller.PolicyFinalizer}},
+		{name: "MirrorPolicy, hub only", kind: "MirrorPolicy", writers: hubOnly, obj: meta("src", "p", nil, nil, controller.PolicyFinalizer)},
 
 		{name: "kinds object", kind: "ConfigMap", writers: memberOnly, keep: true,
 			obj: meta("fleetmirror-system", clusters.MemberKindsName, map[string]string{clusters.LabelMemberKinds: "true"}, nil), delete: "kinds object"},

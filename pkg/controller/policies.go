@@ -44,13 +44,13 @@ const (
 	ReasonNoSources = "NoSources"
 )
 
-// policyFinalizer is the finalizer older versions held on MirrorPolicies.
+// PolicyFinalizer is the finalizer older versions held on MirrorPolicies.
 // None is added any more: a policy's mirrors are removed when its deletion
 // is seen, or by the sweep at the next start, so that an agent that is gone
 // (uninstalled without its hook, its namespace deleted, scaled to zero)
 // never leaves a policy, its namespace or the CRD stuck in deletion.
 // Agents take it off wherever they find it.
-const policyFinalizer = annotations.Prefix + "policy-cleanup"
+const PolicyFinalizer = annotations.Prefix + "policy-cleanup"
 
 // retryPolicy is how soon a policy waiting for its sources' watches or
 // for the removal of its mirrors is looked at again.
@@ -334,7 +334,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	if ok {
 		// The finalizer an older version held goes first, so that a
 		// policy being deleted is not held by it.
-		if err := r.dropPolicyFinalizer(ctx, c, p); err != nil {
+		if _, err := r.dropPolicyFinalizer(ctx, c, p); err != nil {
 			return Result{}, err
 		}
 	}
@@ -646,11 +646,11 @@ func (r *Reconciler) writePolicyStatus(ctx context.Context, c *clusters.Cluster,
 // dropPolicyFinalizer takes the finalizer older member agents held off p,
 // guarded by its resourceVersion: a conflict is retried from the next
 // event. Only the member agent writes it; the hub never held one.
-func (r *Reconciler) dropPolicyFinalizer(ctx context.Context, c *clusters.Cluster, p *v1alpha1.MirrorPolicy) error {
-	if r.opts.Scope != ScopeLocal || r.readOnly(c) || !slices.Contains(p.Finalizers, policyFinalizer) {
-		return nil
+func (r *Reconciler) dropPolicyFinalizer(ctx context.Context, c *clusters.Cluster, p metav1.Object) (dropped bool, err error) {
+	if r.opts.Scope != ScopeLocal || r.readOnly(c) || !slices.Contains(p.GetFinalizers(), PolicyFinalizer) {
+		return false, nil
 	}
-	key := policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name))
-	_, err := r.patchMetadata(ctx, c, key, p.ResourceVersion, withoutFinalizer(p.Finalizers, policyFinalizer), nil)
-	return ignoreNotFound(err)
+	key := policyKey(c.Name(), clusters.PolicyID(p.GetNamespace(), p.GetName()))
+	_, err = r.patchMetadata(ctx, c, key, p.GetResourceVersion(), withoutFinalizer(p.GetFinalizers(), PolicyFinalizer), nil)
+	return err == nil, ignoreNotFound(err)
 }

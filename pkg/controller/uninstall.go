@@ -311,15 +311,13 @@ func (u *uninstall) releasePolicies(ctx context.Context, c *clusters.Cluster) (i
 	}
 	removed := 0
 	for i := range list.Items {
-		p := &list.Items[i]
-		if !slices.Contains(p.Finalizers, policyFinalizer) {
-			continue
-		}
-		key := policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name))
-		if _, err := u.r.patchMetadata(ctx, c, key, p.ResourceVersion, withoutFinalizer(p.Finalizers, policyFinalizer), nil); ignoreNotFound(err) != nil {
+		dropped, err := u.r.dropPolicyFinalizer(ctx, c, &list.Items[i])
+		if err != nil {
 			return removed, err // a conflict: the next pass reads it again
 		}
-		removed++
+		if dropped {
+			removed++
+		}
 	}
 	return removed, nil
 }
