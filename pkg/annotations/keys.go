@@ -34,6 +34,28 @@ const (
 	AnnotationTransformStrict = Prefix + "transform-strict"
 	// AnnotationStatus is written by the agent: a one-line summary for people.
 	AnnotationStatus = Prefix + "status"
+	// AnnotationTargetName names the mirrors; by default they have the
+	// source's name.
+	AnnotationTargetName = Prefix + "target-name"
+	// AnnotationCopyOnce "true" makes each mirror once and then leaves it
+	// to its namespace (spec.copyOnce of a MirrorPolicy).
+	AnnotationCopyOnce = Prefix + "copy-once"
+	// AnnotationDeletionPolicy "Orphan" keeps the mirrors, made plain
+	// objects, when the source stops asking for them while it still
+	// exists (spec.deletionPolicy of a MirrorPolicy). On a mirror it is
+	// stamped with the source's choice, so that the choice is known
+	// after the policy that made it is gone.
+	AnnotationDeletionPolicy = Prefix + "deletion-policy"
+	// AnnotationCopied is written by the agent on a copy-once source: the
+	// targets it made a copy in (NAMESPACE, or CLUSTER/NAMESPACE for the
+	// hub), so that a copy deleted there is not made again.
+	AnnotationCopied = Prefix + "copied"
+)
+
+// Values of AnnotationDeletionPolicy.
+const (
+	DeletionPolicyDelete = "Delete"
+	DeletionPolicyOrphan = "Orphan"
 )
 
 // Labels and annotations on a pull mirror: an object its namespace's owner

@@ -32,6 +32,8 @@ type MirrorPolicy struct {
 }
 
 // MirrorPolicySpec says which objects are mirrored and where.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.targetName) || (has(self.source.names) && size(self.source.names) == 1)",message="targetName names the copies of one source: set it only with source.names of one name"
 type MirrorPolicySpec struct {
 	// Source names the objects to mirror: of one kind, in the policy's
 	// namespace.
@@ -81,7 +83,42 @@ type MirrorPolicySpec struct {
 	// fleetmirror.io/transform-strict.
 	// +optional
 	TransformStrict bool `json:"transformStrict,omitempty"`
+
+	// TargetName names the copies, as fleetmirror.io/target-name: by
+	// default a copy has its source's name. Only for a policy of one
+	// source (source.names with one name).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	TargetName string `json:"targetName,omitempty"`
+
+	// CopyOnce makes each copy once, as fleetmirror.io/copy-once: in each
+	// target the first time it is one, and then leaves it to its
+	// namespace: never updated or corrected, not made again once deleted,
+	// and kept, as a plain object, when its source or the policy goes.
+	// By default (false) a copy follows its source (docs/policies.md).
+	// +optional
+	CopyOnce bool `json:"copyOnce,omitempty"`
+
+	// DeletionPolicy says what deleting the policy (or a change that
+	// stops it naming a source that still exists) does to the copies:
+	// Delete (the default) deletes them; Orphan keeps them as plain
+	// objects, with fleetmirror's labels and source reference removed so
+	// that nothing of ours claims them any more. A deleted source always
+	// takes its synchronized copies with it.
+	// +optional
+	// +kubebuilder:validation:Enum=Delete;Orphan
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
+
+// DeletionPolicy is spec.deletionPolicy of a MirrorPolicy.
+type DeletionPolicy string
+
+// Values of spec.deletionPolicy.
+const (
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
 
 // PolicySource names the objects of a policy: by name or by label, never
 // both.
@@ -150,6 +187,15 @@ type MirrorPolicyStatus struct {
 	// RemoteConflicts is Conflicts for the targets in other clusters.
 	// +optional
 	RemoteConflicts int32 `json:"remoteConflicts,omitempty"`
+
+	// Copied remembers, for spec.copyOnce, where a copy was made: one
+	// entry NAMESPACE/SOURCE per copy the member agent made, and
+	// CLUSTER/NAMESPACE/SOURCE per copy the hub made in another
+	// cluster. A copy deleted there is not made again; an entry goes when
+	// its namespace does.
+	// +optional
+	// +listType=set
+	Copied []string `json:"copied,omitempty"`
 }
 
 // MirrorPolicyList is a list of MirrorPolicies.
