@@ -92,6 +92,13 @@ type Request struct {
 	// Unlike Problems it stops all mirroring of the source: mirroring
 	// content its owner meant to change would be a surprise write.
 	TransformErr error
+	// TargetName is the name of the mirrors; "" means the source's name.
+	TargetName string
+	// CopyOnce makes each mirror once and leaves it to its namespace.
+	CopyOnce bool
+	// Orphan keeps the mirrors as plain objects when the source stops
+	// asking for them while it still exists (AnnotationDeletionPolicy).
+	Orphan bool
 	// Problems describes every other invalid part of the annotations.
 	// Valid entries beside an invalid one are still in Local and Remote.
 	Problems []string
@@ -155,6 +162,26 @@ func ParseAs(objLabels, objAnnotations, names map[string]string) Request {
 	if v, ok := objAnnotations[AnnotationTargetNamespaceSelector]; ok {
 		r.NamespaceSelector = r.parseNamespaceSelector(v, name)
 	}
+	if v, ok := objAnnotations[AnnotationTargetName]; ok {
+		// Names of every kind are DNS subdomains or stricter; the API
+		// server refuses a mirror whose name its kind does not allow, and
+		// that target reports the error.
+		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is not a valid name: %s; mirrors keep the source's name", name(AnnotationTargetName), v, strings.Join(errs, "; ")))
+		} else {
+			r.TargetName = v
+		}
+	}
+	r.CopyOnce = r.parseBool(objAnnotations, AnnotationCopyOnce, name)
+	if v, ok := objAnnotations[AnnotationDeletionPolicy]; ok {
+		switch v {
+		case DeletionPolicyOrphan:
+			r.Orphan = true
+		case DeletionPolicyDelete:
+		default:
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is neither %s nor %s; mirrors are deleted", name(AnnotationDeletionPolicy), v, DeletionPolicyDelete, DeletionPolicyOrphan))
+		}
+	}
 	if text, ok := objAnnotations[AnnotationTransform]; ok {
 		// Rules may not write our own keys: they prove who owns a mirror.
 		rules, err := transform.Parse(text, transform.DefaultLimits(), Prefix)
@@ -165,6 +192,24 @@ func ParseAs(objLabels, objAnnotations, names map[string]string) Request {
 		}
 	}
 	return r
+}
+
+// parseBool reads a "true"/"false" annotation; anything else is a problem
+// and false.
+func (r *Request) parseBool(objAnnotations map[string]string, key string, name func(string) string) bool {
+	v, ok := objAnnotations[key]
+	if ok && v != "true" && v != "false" {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %q is neither \"true\" nor \"false\"; taken as false", name(key), v))
+	}
+	return v == "true"
+}
+
+// Name returns the name of src's mirrors: TargetName, or srcName.
+func (r *Request) Name(srcName string) string {
+	if r.TargetName != "" {
+		return r.TargetName
+	}
+	return srcName
 }
 
 // parseNamespaceSelector parses AnnotationTargetNamespaceSelector. A

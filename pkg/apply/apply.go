@@ -8,6 +8,7 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -43,6 +44,9 @@ const (
 	Adopted Outcome = "adopted"
 	// Skipped targets cannot take a mirror now (namespace terminating or gone).
 	Skipped Outcome = "skipped"
+	// Orphaned: a released mirror made a plain object (copy-once, or
+	// deletion-policy Orphan): our labels and annotations taken off.
+	Orphaned Outcome = "orphaned"
 	Failed  Outcome = "error"
 )
 
@@ -398,6 +402,78 @@ func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	a.accepted.Delete(live.GetUID())
 	a.written.Delete(writtenKey(c.Name(), gvk, live))
 	return Deleted, nil
+}
+
+// Release removes our mirror live (a cached object) from its source's
+// mirrors for why: deleted, or, when the mirror's markers say so
+// (desired.Kept), made a plain object that nothing of ours claims any more.
+func (a *Applier) Release(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, live metav1.Object, sourceRef string, why desired.Release) (Outcome, error) {
+	if !desired.Kept(live.GetAnnotations(), why) {
+		return a.Delete(ctx, c, gvk, live, sourceRef)
+	}
+	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, sourceRef) {
+		return Conflict, &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: live.GetAnnotations()[annotations.AnnotationSource]}
+	}
+	res, err := c.Objects(gvk, live.GetNamespace())
+	if err != nil {
+		return Failed, err
+	}
+	err = orphanExact(ctx, res, live, a.FieldManager)
+	if apierrors.IsConflict(err) {
+		// As in Delete: read it again and let go of it only if it is
+		// still ours.
+		fresh, gerr := res.Get(ctx, live.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr):
+			err = nil
+		case gerr != nil:
+			return Failed, gerr
+		case !desired.Owned(fresh.GetLabels(), fresh.GetAnnotations(), a.ManagedBy, sourceRef):
+			return Conflict, &ConflictError{Namespace: fresh.GetNamespace(), Name: fresh.GetName(), Owner: fresh.GetAnnotations()[annotations.AnnotationSource]}
+		default:
+			err = orphanExact(ctx, res, fresh, a.FieldManager)
+		}
+	}
+	if err != nil {
+		return Failed, err
+	}
+	a.accepted.Delete(live.GetUID())
+	a.written.Delete(writtenKey(c.Name(), gvk, live))
+	return Orphaned, nil
+}
+
+// orphanExact takes our labels and annotations off live, if it is still
+// the version that was checked (the resourceVersion in a merge patch is a
+// precondition).
+func orphanExact(ctx context.Context, res *clusters.Objects, live metav1.Object, fieldManager string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": OrphanPatch(live)})
+	if err != nil {
+		return err
+	}
+	_, err = res.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// OrphanPatch is the metadata of a merge patch that makes the mirror live
+// a plain object: every key of ours set to null, at live's resourceVersion.
+func OrphanPatch(live metav1.Object) map[string]any {
+	nulls := func(m map[string]string) map[string]any {
+		out := map[string]any{}
+		for k := range m {
+			if desired.OurKeys(k) {
+				out[k] = nil
+			}
+		}
+		return out
+	}
+	return map[string]any{
+		"resourceVersion": live.GetResourceVersion(),
+		"labels":          nulls(live.GetLabels()),
+		"annotations":     nulls(live.GetAnnotations()),
+	}
 }
 
 func deleteExact(ctx context.Context, res *clusters.Objects, live metav1.Object) error {

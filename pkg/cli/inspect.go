@@ -348,13 +348,17 @@ func (c *Client) target(ctx context.Context, dyn dynamic.Interface, mapping *met
 	o := c.Agent.Options
 	row := Target{Cluster: t.Cluster, Namespace: t.Namespace}
 	want, _, err := desired.Build(src, desired.Target{Cluster: t.Cluster, Namespace: t.Namespace},
-		desired.Options{SourceCluster: o.ClusterName, ManagedBy: w.managedBy, Strip: o.StripKeys}, req.Transform)
+		desired.Options{SourceCluster: o.ClusterName, ManagedBy: w.managedBy, Strip: o.StripKeys,
+			Name: req.TargetName, CopyOnce: req.CopyOnce, Orphan: req.Orphan}, req.Transform)
 	if err != nil {
 		row.State, row.Reason = Missing, "the target gets no mirror: "+err.Error()
 		return row, nil
 	}
 	live, err := dyn.Resource(mapping.Resource).Namespace(t.Namespace).Get(ctx, want.GetName(), metav1.GetOptions{})
 	switch {
+	case apierrors.IsNotFound(err) && req.CopyOnce:
+		row.State, row.Reason = Missing, "no copy exists; copy-once: the agent makes one unless it made one there before (deleted since, it is not made again)"
+		return row, nil
 	case apierrors.IsNotFound(err):
 		row.State, row.Reason = Missing, "no mirror exists; the agent creates it when it next reconciles the source"
 		return row, nil
@@ -376,6 +380,10 @@ func (c *Client) target(ctx context.Context, dyn dynamic.Interface, mapping *met
 			ce.NotAdopted = why
 		}
 		row.State, row.Reason = Conflict, ce.Error()+"; the agent leaves it alone (delete or rename it to let the mirror in)"
+		return row, nil
+	}
+	if req.CopyOnce {
+		row.State, row.Reason = InSync, "copy-once: the copy was made once and is left to its namespace; the agent never writes to it again"
 		return row, nil
 	}
 	if apply.InSync(live, want, w.fieldManager) {

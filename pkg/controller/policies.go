@@ -66,6 +66,9 @@ type policyOutcome struct {
 	synced, conflicts, failures int
 	// problem is the first thing wrong, for the Degraded condition.
 	reason, problem string
+	// copied is the copy-once record of the source: the targets (NS, or
+	// CLUSTER/NS) it has a copy in or had one in, comma separated.
+	copied string
 }
 
 // policyState is the spec (generation) of a policy and the epoch of its
@@ -223,6 +226,11 @@ func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.M
 	id := clusters.PolicyID(via.Namespace, via.Name)
 	o := policyOutcome{servedBy: id, synced: sum.created + sum.updated + sum.replaced + sum.unchanged,
 		conflicts: len(sum.conflicts), failures: len(sum.failures)}
+	if len(sum.copied) > 0 {
+		copied := slices.Clone(sum.copied)
+		slices.Sort(copied)
+		o.copied = strings.Join(slices.Compact(copied), ",")
+	}
 	for _, w := range []struct {
 		reason string
 		found  bool
@@ -480,6 +488,12 @@ func (sp statusPart) own(st v1alpha1.MirrorPolicyStatus) v1alpha1.MirrorPolicySt
 			out.Conditions = append(out.Conditions, c)
 		}
 	}
+	for _, e := range st.Copied {
+		// NS/SOURCE is the member agent's, CLUSTER/NS/SOURCE the hub's.
+		if (strings.Count(e, "/") == 2) == sp.remote {
+			out.Copied = append(out.Copied, e)
+		}
+	}
 	return out
 }
 
@@ -578,6 +592,7 @@ func (r *Reconciler) aggregate(c *clusters.Cluster, p *v1alpha1.MirrorPolicy, id
 			}
 		}
 	}
+	st.Copied = r.policyCopied(c, id, gvk, sources, st.Copied)
 	if sp.remote {
 		st.RemoteTargetsSynced, st.RemoteConflicts = synced, conflicts
 	} else {
@@ -651,6 +666,6 @@ func (r *Reconciler) dropPolicyFinalizer(ctx context.Context, c *clusters.Cluste
 		return false, nil
 	}
 	key := policyKey(c.Name(), clusters.PolicyID(p.GetNamespace(), p.GetName()))
-	_, err = r.patchMetadata(ctx, c, key, p.GetResourceVersion(), withoutFinalizer(p.GetFinalizers(), PolicyFinalizer), nil)
+	_, err = r.patchMetadata(ctx, c, key, p.GetResourceVersion(), withoutFinalizer(p.GetFinalizers(), PolicyFinalizer), nil, nil)
 	return err == nil, ignoreNotFound(err)
 }

@@ -247,7 +247,7 @@ func (r *Reconciler) finishPull(ctx context.Context, c *clusters.Cluster, key Ke
 	if labels := dst.GetLabels(); r.opts.WriteStatus && labels[annotations.LabelEnabled] != "true" && labels[annotations.LabelMirror] != "true" {
 		status := PullStatus(v, ref, kept)
 		if dst.GetAnnotations()[annotations.AnnotationStatus] != status {
-			patched, err := r.patchMetadata(ctx, c, key, dst.GetResourceVersion(), nil, &status)
+			patched, err := r.patchMetadata(ctx, c, key, dst.GetResourceVersion(), nil, &status, nil)
 			if err != nil {
 				// A conflict is a newer version on its way; gone is gone.
 				return Result{}, ignoreNotFound(ignoreConflict(err))

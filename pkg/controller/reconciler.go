@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -218,7 +219,12 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	}
 
 	// 6. Write every target, then delete the mirrors no longer targeted.
-	sum, stale := r.applyTargets(ctx, key, src, req.Transform, adopt, plan.Targets, observedAt, r.opts.VerifySourceFreshness)
+	// A copy-once source writes only where it never made a copy.
+	var record map[string]bool
+	if req.CopyOnce {
+		record = r.copiedRecord(key, src, via)
+	}
+	sum, stale := r.applyTargets(ctx, key, src, &req, record, adopt, plan.Targets, observedAt, r.opts.VerifySourceFreshness)
 	if len(stale) > 0 {
 		// Some mirror claims newer content than our cached source. Ask the
 		// API server: if the cache is current, the claim is wrong.
@@ -229,14 +235,18 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		if fresh == nil || fresh.GetResourceVersion() != src.GetResourceVersion() {
 			return Result{RequeueAfter: retryStale}, nil
 		}
-		again, _ := r.applyTargets(ctx, key, src, req.Transform, adopt, stale, observedAt, true)
+		again, _ := r.applyTargets(ctx, key, src, &req, record, adopt, stale, observedAt, true)
 		sum.add(again)
 	}
-	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, plan.Covered))
+	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, req.TargetName, plan.Covered, desired.Untargeted))
 
 	// 7. Report once: events on change, the status annotation (or the
-	// policy's status), the outcome.
-	return r.finish(ctx, c, key, src, meta, plan, sum, via)
+	// policy's status), the outcome; and the copy-once record.
+	var copied *string
+	if req.CopyOnce && via == nil {
+		copied = r.copiedAnnotation(key, src, sum)
+	}
+	return r.finish(ctx, c, key, src, meta, plan, sum, via, copied)
 }
 
 // sourceClusterGone handles a source whose cluster left the fleet (only
@@ -262,7 +272,7 @@ func (r *Reconciler) sourceClusterGone(ctx context.Context, key Key, ref string)
 		logf.FromContext(ctx).Info("Keeping mirrors of a source whose cluster is not registered", "source", ref)
 		return Result{}, nil
 	}
-	sum := r.deleteUntargeted(ctx, key, ref, keep, nil)
+	sum := r.deleteUntargeted(ctx, key, ref, keep, "", nil, desired.SourceGone)
 	return Result{}, sum.err()
 }
 
@@ -360,18 +370,22 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 		return Result{RequeueAfter: retryStale}, nil
 	}
 	r.forgetOutcomes(key.Cluster, key)
-	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
+	why := desired.SourceGone
+	if live != nil && live.GetDeletionTimestamp() == nil {
+		why = desired.ClaimEnded // its policy went, or no longer names it
+	}
+	sum := r.deleteUntargeted(ctx, key, ref, nil, "", nil, why)
 	if err := sum.err(); err != nil {
 		return Result{}, err
 	}
 	if live != nil && !r.readOnly(c) && slices.Contains(live.GetFinalizers(), r.opts.Identity.Finalizer) {
 		fins := withoutFinalizer(live.GetFinalizers(), r.opts.Identity.Finalizer)
-		if _, err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil); err != nil {
+		if _, err := r.patchMetadata(ctx, c, key, live.GetResourceVersion(), fins, nil, nil); err != nil {
 			return Result{}, ignoreNotFound(err)
 		}
 	}
-	if live != nil && sum.deleted > 0 {
-		r.recorder(c).Eventf(live, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
+	if live != nil {
+		r.reportRemoved(c, live, sum)
 	}
 	if live == nil {
 		r.forget(key)
@@ -384,13 +398,15 @@ func (r *Reconciler) release(ctx context.Context, c *clusters.Cluster, key Key, 
 // older version held removed. Mirrors in clusters that are unreachable now
 // are removed when they come back (the sweep of Up).
 func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, ref string) (Result, error) {
-	sum := r.deleteUntargeted(ctx, key, ref, nil, nil)
+	why := desired.ClaimEnded // mirroring turned off, refused, or no policy serves it
+	if src.GetDeletionTimestamp() != nil {
+		why = desired.SourceGone
+	}
+	sum := r.deleteUntargeted(ctx, key, ref, nil, "", nil, why)
 	if err := sum.err(); err != nil {
 		return Result{}, err
 	}
-	if sum.deleted > 0 {
-		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
-	}
+	r.reportRemoved(c, src, sum)
 	if r.readOnly(c) {
 		return Result{}, nil // the status is its serving replica's
 	}
@@ -402,17 +418,33 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 	return Result{}, ignoreNotFound(err)
 }
 
+// reportRemoved tells, on the source obj, what became of the mirrors it
+// no longer has.
+func (r *Reconciler) reportRemoved(c *clusters.Cluster, obj runtime.Object, sum summary) {
+	if sum.deleted > 0 {
+		r.recorder(c).Eventf(obj, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
+	}
+	if sum.orphaned > 0 {
+		r.recorder(c).Eventf(obj, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Left %d copies in place as plain objects (copy-once or deletion-policy Orphan); nothing of fleetmirror claims them any more", sum.orphaned)
+	}
+}
+
 // applyTargets writes the mirror of src into every target, in parallel.
 // Targets whose mirror claims newer source content than src are not
 // written and not counted; they are returned for the caller to decide.
 // Copies made by the tools of adopt that prove they are of src are adopted.
-func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, tr *annotations.Transform, adopt []peers.Tool, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
-	results := make([]result, len(tgts))
+func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, req *annotations.Request, record map[string]bool, adopt []peers.Tool, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
 	opts := r.build
 	opts.SourceCluster = key.Cluster
+	opts.Name, opts.CopyOnce, opts.Orphan = req.TargetName, req.CopyOnce, req.Orphan
+	if req.CopyOnce {
+		ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)
+		tgts = r.copyOnce(key, ref, req.Name(key.Name), tgts, record, &sum)
+	}
+	results := make([]result, len(tgts))
 	parallelPerCluster(ctx, max(r.opts.Parallelism, 1), tgts, func(i int) {
 		t := tgts[i]
-		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, tr)
+		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, req.Transform)
 		results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, ruleErrs: ruleErrs}
 		if err != nil {
 			results[i].outcome, results[i].transformErr = apply.Skipped, err
@@ -436,6 +468,9 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 		}
 		sum.record(metrics.KindLabel(key.GVK), res)
 	}
+	if req.CopyOnce {
+		recordCopies(key, tgts, results, &sum)
+	}
 	return sum, stale
 }
 
@@ -445,12 +480,15 @@ func (r *Reconciler) callContext(ctx context.Context, c *clusters.Cluster) (cont
 	return c.CallContext(ctx, r.opts.CallTimeout)
 }
 
-// deleteUntargeted deletes our mirrors of ref except those in keep. It
-// looks in the clusters of covered (those the plan resolved targets in),
-// or with covered nil in every reachable cluster where they may exist; in
-// either case only where the kind's caches have synced, so a cache still
-// filling never makes a mirror look untargeted.
-func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, keep []Target, covered []*clusters.Cluster) summary {
+// deleteUntargeted releases our mirrors of ref except those named name
+// ("" is the source's name) in the targets of keep: deleted, or made plain
+// objects where their markers say so for why (desired.Kept). A mirror of
+// ref under another name (the source's target-name changed) is released
+// too. It looks in the clusters of covered (those the plan resolved
+// targets in), or with covered nil in every reachable cluster where they
+// may exist; in either case only where the kind's caches have synced, so a
+// cache still filling never makes a mirror look untargeted.
+func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, keep []Target, name string, covered []*clusters.Cluster, why desired.Release) summary {
 	var sum summary
 	if covered == nil {
 		covered, _ = r.mirrorClusters(key.Cluster)
@@ -460,11 +498,11 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 			continue
 		}
 		for _, m := range mc.MirrorsOf(key.GVK, ref) {
-			if m.GetName() != key.Name || slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()}) {
+			if m.GetName() == cmp.Or(name, key.Name) && slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()}) {
 				continue
 			}
 			callCtx, cancel := r.callContext(ctx, mc)
-			outcome, err := r.Applier.Delete(callCtx, mc, key.GVK, m, ref)
+			outcome, err := r.Applier.Release(callCtx, mc, key.GVK, m, ref, why)
 			err = clusters.CallError(callCtx, err)
 			cancel()
 			sum.record(metrics.KindLabel(key.GVK), result{cluster: mc.Name(), namespace: m.GetNamespace(), outcome: outcome, err: err})
@@ -476,7 +514,7 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 // finish reports the outcome of a reconcile and says when to come back.
 // meta is the source's metadata as this reconcile last wrote it (src's
 // when it wrote nothing).
-func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary, via *v1alpha1.MirrorPolicy) (Result, error) {
+func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, src *unstructured.Unstructured, meta metav1.Object, plan Plan, sum summary, via *v1alpha1.MirrorPolicy, copied *string) (Result, error) {
 	line := statusLine(plan, sum, r.opts.Scope == ScopeRemote)
 	if len(sum.errors) > 0 && r.breaker.open(key) {
 		line += "; retries backing off"
@@ -504,8 +542,12 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		joinLimited(plan.Elsewhere), key.Cluster)
 	if via != nil {
 		r.servedOutcome(c, key, via, plan, sum, "")
-	} else if r.opts.WriteStatus && plan.Pending == 0 && !r.readOnly(c) {
-		if _, err := r.patchSource(ctx, c, key, meta, &line); err != nil {
+	} else if !r.readOnly(c) {
+		var part *string
+		if r.opts.WriteStatus && plan.Pending == 0 {
+			part = &line
+		}
+		if _, err := r.patchSourceRecord(ctx, c, key, meta, part, copied); err != nil {
 			return Result{}, ignoreNotFound(err)
 		}
 	}
@@ -607,6 +649,14 @@ func (r *Reconciler) takeObserved(key Key) time.Time {
 // again first; a conflict with somebody else's write is answered by
 // reading the source again and computing the change once more.
 func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key Key, src metav1.Object, part *string) (metav1.Object, error) {
+	return r.patchSourceRecord(ctx, c, key, src, part, nil)
+}
+
+// patchSourceRecord is patchSource that also sets the copy-once record
+// (fleetmirror.io/copied) to *copied, unless copied is nil. A conflict
+// computes both again from the fresh source; the record keeps what the
+// other writer put there meanwhile.
+func (r *Reconciler) patchSourceRecord(ctx context.Context, c *clusters.Cluster, key Key, src metav1.Object, part, copied *string) (metav1.Object, error) {
 	cur := src
 	if v, ok := r.sourceWrites.Load(key); ok && olderThan(cur.GetResourceVersion(), v.(string)) {
 		fresh, err := r.freshSource(ctx, c, key)
@@ -615,12 +665,14 @@ func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key K
 		}
 		cur = fresh
 	}
+	mine := recordPart(copied, r.opts.Scope == ScopeRemote)
 	for attempt := 0; ; attempt++ {
 		fins, status := r.sourceChange(cur, part)
-		if fins == nil && status == nil {
+		record := nextRecordValue(cur, mine, copied != nil, r.opts.Scope == ScopeRemote)
+		if fins == nil && status == nil && record == nil {
 			return cur, nil
 		}
-		written, err := r.patchMetadata(ctx, c, key, cur.GetResourceVersion(), fins, status)
+		written, err := r.patchMetadata(ctx, c, key, cur.GetResourceVersion(), fins, status, record)
 		if err == nil {
 			r.sourceWrites.Store(key, written.GetResourceVersion())
 			return written, nil
@@ -683,17 +735,23 @@ func olderThan(a, b string) bool {
 	return err == nil && cmp < 0
 }
 
-func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key Key, resourceVersion string, finalizers []string, status *string) (*metav1.PartialObjectMetadata, error) {
+func (r *Reconciler) patchMetadata(ctx context.Context, c *clusters.Cluster, key Key, resourceVersion string, finalizers []string, status, record *string) (*metav1.PartialObjectMetadata, error) {
 	md := map[string]any{"resourceVersion": resourceVersion}
 	if finalizers != nil {
 		md["finalizers"] = finalizers
 	}
-	if status != nil {
-		var v any = *status
-		if *status == "" {
-			v = nil // merge patch null deletes the key
+	annots := map[string]any{}
+	for k, v := range map[string]*string{annotations.AnnotationStatus: status, annotations.AnnotationCopied: record} {
+		switch {
+		case v == nil:
+		case *v == "":
+			annots[k] = nil // merge patch null deletes the key
+		default:
+			annots[k] = *v
 		}
-		md["annotations"] = map[string]any{annotations.AnnotationStatus: v}
+	}
+	if len(annots) > 0 {
+		md["annotations"] = annots
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": md})
 	if err != nil {

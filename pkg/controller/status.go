@@ -24,6 +24,12 @@ type result struct {
 type summary struct {
 	created, updated, replaced, unchanged, deleted, skipped int
 	transformSkipped                                        int
+	// orphaned counts released mirrors made plain objects (copy-once,
+	// deletion-policy Orphan) instead of deleted.
+	orphaned int
+	// copied lists the targets (NS, or CLUSTER/NS) where a copy-once
+	// mirror was made or found in place.
+	copied []string
 	conflicts, failures                                     []string
 	// adopted lists the namespaces of the mirrors adopted.
 	adopted []string
@@ -54,6 +60,8 @@ func (s *summary) record(kind string, r result) {
 		s.adopted = append(s.adopted, r.namespace)
 	case apply.Deleted:
 		s.deleted++
+	case apply.Orphaned:
+		s.orphaned++
 	case apply.Skipped:
 		s.skipped++
 	case apply.Conflict:
@@ -71,6 +79,8 @@ func (s *summary) add(o summary) {
 	s.replaced += o.replaced
 	s.unchanged += o.unchanged
 	s.deleted += o.deleted
+	s.orphaned += o.orphaned
+	s.copied = append(s.copied, o.copied...)
 	s.skipped += o.skipped
 	s.transformSkipped += o.transformSkipped
 	s.transformErrs = append(s.transformErrs, o.transformErrs...)

@@ -305,14 +305,14 @@ func TestDeleteUntargeted(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer unsynced.Close()
 	g.Expect(unsynced.Watch(secrets)).To(Succeed())
-	sum := s.r.deleteUntargeted(ctx, key, ref, nil, []*clusters.Cluster{unsynced})
+	sum := s.r.deleteUntargeted(ctx, key, ref, nil, "", []*clusters.Cluster{unsynced}, desired.SourceGone)
 	g.Expect(sum.deleted).To(BeZero())
 	g.Expect(sum.err()).NotTo(HaveOccurred())
 	for _, ns := range []string{kept, gone1, gone2} {
 		g.Expect(live(g, ns, "db")).NotTo(BeNil(), "mirror in %s deleted by a cluster not synced", ns)
 	}
 
-	sum = s.r.deleteUntargeted(ctx, key, ref, []Target{{Cluster: s.c, Namespace: kept}}, nil)
+	sum = s.r.deleteUntargeted(ctx, key, ref, []Target{{Cluster: s.c, Namespace: kept}}, "", nil, desired.Untargeted)
 	g.Expect(sum.err()).NotTo(HaveOccurred())
 	g.Expect(sum.deleted).To(Equal(2))
 	g.Expect(live(g, kept, "db")).NotTo(BeNil(), "mirror in keep deleted")

@@ -241,7 +241,7 @@ func (u *uninstall) pass(ctx context.Context, c *clusters.Cluster, st *laneState
 	if !u.opts.KeepMirrors {
 		mirrored := u.mirrored(c)
 		each(sortedKeys(mirrored, st.mirrorsDone), func(key Key) error {
-			sum := u.r.deleteUntargeted(ctx, key, mirrored[key], nil, []*clusters.Cluster{c})
+			sum := u.r.deleteUntargeted(ctx, key, mirrored[key], nil, "", []*clusters.Cluster{c}, desired.ClaimEnded)
 			mu.Lock()
 			defer mu.Unlock()
 			st.res.MirrorsDeleted += sum.deleted
@@ -459,7 +459,7 @@ func (u *uninstall) clearPullStatus(ctx context.Context, c *clusters.Cluster, ke
 	if !ok {
 		return nil
 	}
-	_, err := u.r.patchMetadata(ctx, c, key, dst.GetResourceVersion(), nil, new(string))
+	_, err := u.r.patchMetadata(ctx, c, key, dst.GetResourceVersion(), nil, new(string), nil)
 	return ignoreNotFound(err)
 }
 

@@ -6,6 +6,7 @@
 package desired
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -45,6 +46,13 @@ type Options struct {
 	ManagedBy string
 	// Strip lists label and annotation key globs never copied.
 	Strip glob.List
+
+	// Name is the mirror's name; "" is the source's (target-name).
+	Name string
+	// CopyOnce and Orphan are the source's copy-once and deletion-policy
+	// Orphan: stamped on the mirror, so that what becomes of it when its
+	// source stops asking is known without the source (or the policy).
+	CopyOnce, Orphan bool
 }
 
 // metadataOnly are the top-level fields that are not content.
@@ -132,14 +140,14 @@ func Build(src *unstructured.Unstructured, target Target, o Options, tr *annotat
 	m = &unstructured.Unstructured{Object: deepCopy(Content(src))}
 	m.SetAPIVersion(src.GetAPIVersion())
 	m.SetKind(src.GetKind())
-	m.SetName(src.GetName())
+	m.SetName(cmp.Or(o.Name, src.GetName()))
 	m.SetNamespace(target.Namespace)
 	m.SetLabels(copied(src.GetLabels(), o.Strip))
 	m.SetAnnotations(copied(src.GetAnnotations(), o.Strip))
 
 	if tr != nil && tr.Rules != nil {
 		ruleErrs = tr.Rules.Apply(m.Object, transform.Target{
-			TargetNamespace: target.Namespace, TargetCluster: target.Cluster, TargetName: src.GetName(),
+			TargetNamespace: target.Namespace, TargetCluster: target.Cluster, TargetName: m.GetName(),
 			SourceNamespace: src.GetNamespace(), SourceCluster: o.SourceCluster, SourceName: src.GetName(),
 			Labels: src.GetLabels(), Annotations: src.GetAnnotations(),
 		}, src.GroupVersionKind().GroupKind() == schema.GroupKind{Kind: "Secret"})
@@ -160,6 +168,15 @@ func Build(src *unstructured.Unstructured, target Target, o Options, tr *annotat
 	}
 	if annots == nil {
 		annots = map[string]string{}
+	}
+	// The markers count in the hash like content: a policy switched to or
+	// from them updates its mirrors, and a mirror without them (every
+	// mirror before they existed) keeps the hash it had.
+	if o.CopyOnce {
+		annots[annotations.AnnotationCopyOnce] = "true"
+	}
+	if o.Orphan {
+		annots[annotations.AnnotationDeletionPolicy] = annotations.DeletionPolicyOrphan
 	}
 	hash := hashOf(Content(m), labels, annots)
 	labels[annotations.LabelMirror] = "true"
@@ -184,6 +201,35 @@ func Owned(labels, annots map[string]string, managedBy, sourceRef string) bool {
 	return labels[annotations.LabelMirror] == "true" &&
 		labels[annotations.LabelManagedBy] == managedBy &&
 		annots[annotations.AnnotationSource] == sourceRef
+}
+
+// Release says what becomes of a mirror whose source no longer wants it
+// there.
+type Release int
+
+const (
+	// Untargeted: the source asks for mirrors, not in that namespace.
+	Untargeted Release = iota
+	// ClaimEnded: the source exists but no longer asks for mirrors (its
+	// policy was deleted or no longer names it, mirroring turned off).
+	ClaimEnded
+	// SourceGone: the source was deleted.
+	SourceGone
+)
+
+// Kept reports whether a mirror with annotations annots is made a plain
+// object instead of being deleted when released for why: a copy-once
+// mirror always is (it was left to its namespace), one of a source that
+// chose deletion-policy Orphan when its claim ends.
+func Kept(annots map[string]string, why Release) bool {
+	return annots[annotations.AnnotationCopyOnce] == "true" ||
+		(why == ClaimEnded && annots[annotations.AnnotationDeletionPolicy] == annotations.DeletionPolicyOrphan)
+}
+
+// OurKeys reports whether key is one fleetmirror stamps on a mirror:
+// taken off when a mirror is made a plain object.
+func OurKeys(key string) bool {
+	return stampedKeys[key] || key == annotations.AnnotationCopyOnce || key == annotations.AnnotationDeletionPolicy
 }
 
 // IsMirror reports whether an object carries the mirror label of any writer.

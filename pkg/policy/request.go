@@ -27,6 +27,9 @@ var fields = map[string]string{
 	annotations.AnnotationMaxTargets:              "spec.maxTargets",
 	annotations.AnnotationTransform:               "spec.transform",
 	annotations.AnnotationTransformStrict:         "spec.transformStrict",
+	annotations.AnnotationTargetName:              "spec.targetName",
+	annotations.AnnotationCopyOnce:                "spec.copyOnce",
+	annotations.AnnotationDeletionPolicy:          "spec.deletionPolicy",
 }
 
 // Annotations returns the annotations that ask, on a source, for what
@@ -52,6 +55,15 @@ func Annotations(spec *v1alpha1.MirrorPolicySpec) map[string]string {
 	if spec.TransformStrict {
 		a[annotations.AnnotationTransformStrict] = "true"
 	}
+	if spec.TargetName != "" {
+		a[annotations.AnnotationTargetName] = spec.TargetName
+	}
+	if spec.CopyOnce {
+		a[annotations.AnnotationCopyOnce] = "true"
+	}
+	if spec.DeletionPolicy != "" {
+		a[annotations.AnnotationDeletionPolicy] = string(spec.DeletionPolicy)
+	}
 	return a
 }
 
@@ -60,7 +72,14 @@ func Annotations(spec *v1alpha1.MirrorPolicySpec) map[string]string {
 // annotations on a source are one request, and its problems name the
 // spec's fields.
 func Request(spec *v1alpha1.MirrorPolicySpec) annotations.Request {
-	return annotations.ParseAs(map[string]string{annotations.LabelEnabled: "true"}, Annotations(spec), fields)
+	req := annotations.ParseAs(map[string]string{annotations.LabelEnabled: "true"}, Annotations(spec), fields)
+	if req.TargetName != "" && len(spec.Source.Names) != 1 {
+		// Every source would claim the one name in each target; the CRD
+		// refuses this, an API server that did not check gets it here.
+		req.TargetName = ""
+		req.Problems = append(req.Problems, "spec.targetName: names the copies of one source; set it only with spec.source.names of one name. Mirrors keep their sources' names")
+	}
+	return req
 }
 
 // The patterns of spec.source's apiVersion and kind, as the CRD's schema

@@ -1,0 +1,219 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/apply"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+)
+
+// A copy-once source (fleetmirror.io/copy-once, a policy's spec.copyOnce)
+// gets a copy in each target once: the agent remembers where it made one
+// (its record), never writes to a copy again and does not make one again
+// where the record says it did. The record of an annotated source is the
+// annotation fleetmirror.io/copied on it (NS entries by the member agent,
+// CLUSTER/NS by the hub); that of a policy's source its status.copied
+// (NS/SOURCE, CLUSTER/NS/SOURCE). An entry goes when its namespace does,
+// so a namespace made again gets a copy again.
+
+// copiedID is the record entry of target t of the source key: its
+// namespace, with its cluster when that is not the source's.
+func copiedID(key Key, t Target) string {
+	if t.Cluster.Name() == key.Cluster {
+		return t.Namespace
+	}
+	return t.Cluster.Name() + "/" + t.Namespace
+}
+
+// splitList splits a comma list, without blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// remoteEntry reports whether a record entry of an annotated source
+// (NS or CLUSTER/NS) is the hub's.
+func remoteEntry(e string) bool { return strings.Contains(e, "/") }
+
+// copiedRecord is where the copy-once source key was copied already:
+// its record (annotation or policy status) and what this agent recorded
+// for it since (the policy's outcome, until the status is written).
+func (r *Reconciler) copiedRecord(key Key, src *unstructured.Unstructured, via *v1alpha1.MirrorPolicy) map[string]bool {
+	record := map[string]bool{}
+	if via == nil {
+		for _, e := range splitList(src.GetAnnotations()[annotations.AnnotationCopied]) {
+			record[e] = true
+		}
+		return record
+	}
+	for _, e := range via.Status.Copied {
+		if id, ok := strings.CutSuffix(e, "/"+key.Name); ok && id != "" {
+			record[id] = true
+		}
+	}
+	if o, ok := r.outcome(key, clusters.PolicyID(via.Namespace, via.Name)); ok {
+		for _, e := range splitList(o.copied) {
+			record[e] = true
+		}
+	}
+	return record
+}
+
+// copyOnce splits the targets of a copy-once source: those to write
+// (no copy there, none ever made) and, counted in sum as unchanged and
+// recorded, those whose copy is in place. The others had a copy that
+// somebody deleted: left alone.
+func (r *Reconciler) copyOnce(key Key, ref, name string, tgts []Target, record map[string]bool, sum *summary) (write []Target) {
+	for _, t := range tgts {
+		id := copiedID(key, t)
+		if m, ok := t.Cluster.Mirror(key.GVK, t.Namespace, name); ok && m.GetAnnotations()[annotations.AnnotationSource] == ref {
+			sum.unchanged++
+			sum.copied = append(sum.copied, id)
+			continue
+		}
+		if !record[id] {
+			write = append(write, t)
+		}
+	}
+	return write
+}
+
+// recordCopies adds to sum.copied the targets where a copy was just made.
+func recordCopies(key Key, tgts []Target, results []result, sum *summary) {
+	for i, res := range results {
+		switch res.outcome {
+		case apply.Created, apply.Replaced, apply.Adopted, apply.Updated, apply.Unchanged:
+			sum.copied = append(sum.copied, copiedID(key, tgts[i]))
+		}
+	}
+}
+
+// namespaceGone reports whether the namespace of record entry id (of a
+// source of cluster source) is known to be gone: its cluster is served
+// and has listed its namespaces, and it is not among them.
+func (r *Reconciler) namespaceGone(source, id string) bool {
+	cluster, ns, remote := strings.Cut(id, "/")
+	if !remote {
+		cluster, ns = source, id
+	}
+	c := r.fleet.Cluster(cluster)
+	if c == nil || !c.NamespacesSynced() {
+		return false
+	}
+	_, ok := c.NamespaceLabels(ns)
+	return !ok
+}
+
+// nextRecord is this writer's entries of a record after a reconcile:
+// those it had (mine) and those just copied, without those whose
+// namespace is gone; sorted.
+func (r *Reconciler) nextRecord(source string, mine, copied []string) []string {
+	var out []string
+	for _, e := range append(slices.Clone(mine), copied...) {
+		if !slices.Contains(out, e) && !r.namespaceGone(source, e) {
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// recordPart is this writer's entries in the record value copied (nil:
+// no change asked).
+func recordPart(copied *string, remote bool) []string {
+	if copied == nil {
+		return nil
+	}
+	var mine []string
+	for _, e := range splitList(*copied) {
+		if remoteEntry(e) == remote {
+			mine = append(mine, e)
+		}
+	}
+	return mine
+}
+
+// nextRecordValue is the record annotation to write onto cur: the other
+// writer's entries as cur has them and mine; nil when set is false or
+// nothing changes.
+func nextRecordValue(cur metav1.Object, mine []string, set, remote bool) *string {
+	if !set {
+		return nil
+	}
+	current := cur.GetAnnotations()[annotations.AnnotationCopied]
+	all := slices.Clone(mine)
+	for _, e := range splitList(current) {
+		if remoteEntry(e) != remote {
+			all = append(all, e)
+		}
+	}
+	slices.Sort(all)
+	next := strings.Join(all, ",")
+	if next == current {
+		return nil
+	}
+	return &next
+}
+
+// copiedAnnotation is the next value of fleetmirror.io/copied on the
+// annotated copy-once source src, with this writer's part after sum; nil
+// when it does not change.
+func (r *Reconciler) copiedAnnotation(key Key, src *unstructured.Unstructured, sum summary) *string {
+	current := src.GetAnnotations()[annotations.AnnotationCopied]
+	remote := r.opts.Scope == ScopeRemote
+	var mine, theirs []string
+	for _, e := range splitList(current) {
+		if remoteEntry(e) == remote {
+			mine = append(mine, e)
+		} else {
+			theirs = append(theirs, e)
+		}
+	}
+	all := append(theirs, r.nextRecord(key.Cluster, mine, sum.copied)...)
+	slices.Sort(all) // one order whoever writes: no write back and forth
+	next := strings.Join(all, ",")
+	if next == current {
+		return nil
+	}
+	return &next
+}
+
+// policyCopied is this writer's part of the copy-once record of the
+// policy id (status.copied) after its sources' last reconciles: the
+// entries it holds (mine) and those its sources' outcomes add, without
+// those whose namespace is gone. Entries of sources that no longer exist
+// stay: a source made again under the same name is copied where its
+// predecessor never was.
+func (r *Reconciler) policyCopied(c *clusters.Cluster, id string, gvk schema.GroupVersionKind, sources []*unstructured.Unstructured, mine []string) []string {
+	all := slices.Clone(mine)
+	for _, s := range sources {
+		o, ok := r.outcome(sourceKey(c, gvk, s), id)
+		if !ok {
+			continue
+		}
+		for _, e := range splitList(o.copied) {
+			all = append(all, e+"/"+s.GetName())
+		}
+	}
+	var out []string
+	for _, e := range all {
+		target := e[:strings.LastIndex(e, "/")]
+		if !slices.Contains(out, e) && !r.namespaceGone(c.Name(), target) {
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

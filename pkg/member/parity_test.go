@@ -1,0 +1,214 @@
+package member_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+)
+
+// secretRef is the Secret ns/name, for Get and Delete.
+func secretRef(ns, name string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+}
+
+// plainCopy expects s to be no mirror any more: none of our labels or
+// annotations, its data as given.
+func plainCopy(data map[string]string) func(g Gomega, s *corev1.Secret) {
+	return func(g Gomega, s *corev1.Secret) {
+		for k := range s.Labels {
+			g.Expect(k).NotTo(HavePrefix(annotations.Prefix), "label %s left on a copy let go", k)
+		}
+		for k := range s.Annotations {
+			g.Expect(k).NotTo(HavePrefix(annotations.Prefix), "annotation %s left on a copy let go", k)
+		}
+		for k, v := range data {
+			g.Expect(string(s.Data[k])).To(Equal(v))
+		}
+	}
+}
+
+// A source's mirrors can have another name than the source
+// (fleetmirror.io/target-name, a policy's spec.targetName): the same
+// ownership and conflict rules, the source reference names the source, a
+// new name moves the mirrors, and an invalid one is reported.
+func TestTargetName(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespaces(t, "tname", nil, "src", "a", "b")
+
+	src := sourceSecret(ns[0], "app-credentials", ns[1]+","+ns[2], map[string]string{"k": "v"})
+	src.Annotations[annotations.AnnotationTargetName] = "regcred"
+	create(t, src)
+	for _, target := range ns[1:] {
+		eventuallySecret(t, target, "regcred", mirrorOf(ns[0], "app-credentials", map[string]string{"k": "v"}))
+	}
+	g.Eventually(status(src), timeout, poll).Should(Equal("2/2 namespaces synced"))
+	g.Expect(secretsIn("app-credentials", ns[1:]...)).To(BeEmpty())
+
+	// A name taken by an object that is not ours: left alone, reported.
+	taken := ownedSecret(ns[2], "taken", nil, map[string]string{"mine": "yes"})
+	create(t, taken)
+	change(t, src, func(s *corev1.Secret) { s.Annotations[annotations.AnnotationTargetName] = "taken" })
+	eventuallySecret(t, ns[1], "taken", mirrorOf(ns[0], "app-credentials", nil))
+	eventuallyEvent(t, ns[0], "app-credentials", "TargetConflict", ns[2])
+	eventuallyGone(t, secretRef(ns[1], "regcred"))
+	eventuallyGone(t, secretRef(ns[2], "regcred"))
+	untouched(t, taken)
+
+	// An invalid name: reported, and the mirrors keep the source's name.
+	change(t, src, func(s *corev1.Secret) { s.Annotations[annotations.AnnotationTargetName] = "Not_A_Name" })
+	eventuallyEvent(t, ns[0], "app-credentials", "InvalidAnnotation", annotations.AnnotationTargetName)
+	eventuallySecret(t, ns[2], "app-credentials", mirrorOf(ns[0], "app-credentials", nil))
+	eventuallyGone(t, secretRef(ns[1], "taken"))
+
+	// The same through a policy.
+	owned := ownedSecret(ns[0], "db", nil, map[string]string{"password": "one"})
+	create(t, owned)
+	p := secretPolicy(ns[0], "renamed", []string{"db"}, ns[1])
+	p.Spec.TargetName = "db-copy"
+	create(t, p)
+	eventuallySecret(t, ns[1], "db-copy", mirrorOf(ns[0], "db", map[string]string{"password": "one"}))
+	eventuallyPolicy(t, p, synced(1, 1))
+
+	// A targetName for a policy of more than one source is refused by
+	// the CRD.
+	bad := secretPolicy(ns[0], "bad", []string{"db", "other"}, ns[1])
+	bad.Spec.TargetName = "same"
+	g.Expect(k8s.Create(context.Background(), bad)).NotTo(Succeed())
+
+	g.Expect(k8s.Delete(context.Background(), owned)).To(Succeed())
+	eventuallyGone(t, secretRef(ns[1], "db-copy"))
+}
+
+// Copy once (a policy's spec.copyOnce, Kyverno's synchronize: false): a
+// copy is made in each target once and left to its namespace: source
+// changes are not propagated, edits are kept, a deleted copy is not made
+// again (not even by an agent started afresh), and the copies stay, as
+// plain objects, when the source goes. A target that appears later gets
+// its copy, with the content of then.
+func TestCopyOncePolicy(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespaces(t, "once", nil, "src", "a", "b", "c", "d")
+	src := ownedSecret(ns[0], "regcred", nil, map[string]string{"v": "1"})
+	create(t, src)
+	p := secretPolicy(ns[0], "once", []string{"regcred"}, ns[1], ns[2])
+	p.Spec.CopyOnce = true
+	create(t, p)
+	for _, target := range ns[1:3] {
+		eventuallySecret(t, target, "regcred", mirrorOf(ns[0], "regcred", map[string]string{"v": "1"}))
+	}
+	eventuallyPolicy(t, p, func(g Gomega, p *v1alpha1.MirrorPolicy) {
+		synced(1, 2)(g, p)
+		g.Expect(p.Status.Copied).To(ConsistOf(ns[1]+"/regcred", ns[2]+"/regcred"))
+	})
+
+	// The source changes, a copy is edited, another deleted; then a new
+	// target proves the agent looked at the source again.
+	change(t, src, func(s *corev1.Secret) { s.StringData = map[string]string{"v": "2"} })
+	edited := mustSecret(t, ns[1], "regcred")
+	change(t, edited, func(s *corev1.Secret) { s.Data["added"] = []byte("by hand") })
+	g.Expect(k8s.Delete(context.Background(), secretRef(ns[2], "regcred"))).To(Succeed())
+	eventuallyGone(t, secretRef(ns[2], "regcred"))
+	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.TargetNamespaces = append(p.Spec.TargetNamespaces, ns[3]) })
+	eventuallySecret(t, ns[3], "regcred", mirrorOf(ns[0], "regcred", map[string]string{"v": "2"}))
+	eventuallyPolicy(t, p, func(g Gomega, p *v1alpha1.MirrorPolicy) {
+		g.Expect(p.Status.Copied).To(ConsistOf(ns[1]+"/regcred", ns[2]+"/regcred", ns[3]+"/regcred"))
+	})
+	eventuallySecret(t, ns[1], "regcred", func(g Gomega, s *corev1.Secret) {
+		g.Expect(string(s.Data["v"])).To(Equal("1"), "a copy made once is not updated")
+		g.Expect(string(s.Data["added"])).To(Equal("by hand"), "a copy made once keeps its edits")
+	})
+	g.Expect(secretsIn("regcred", ns[2])).To(BeEmpty(), "a deleted copy is not made again")
+
+	// An agent started afresh reads where it copied from the policy.
+	start := stopAgent(t)
+	start()
+	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.TargetNamespaces = append(p.Spec.TargetNamespaces, ns[4]) })
+	eventuallySecret(t, ns[4], "regcred", mirrorOf(ns[0], "regcred", map[string]string{"v": "2"}))
+	g.Expect(secretsIn("regcred", ns[2])).To(BeEmpty(), "a deleted copy is not made again after a restart")
+
+	// The source goes: the copies stay, nothing of ours on them.
+	g.Expect(k8s.Delete(context.Background(), src)).To(Succeed())
+	eventuallySecret(t, ns[1], "regcred", plainCopy(map[string]string{"v": "1", "added": "by hand"}))
+	for _, target := range []string{ns[3], ns[4]} {
+		eventuallySecret(t, target, "regcred", plainCopy(map[string]string{"v": "2"}))
+	}
+}
+
+// Copy once on an annotated source: the record of where it copied is the
+// annotation fleetmirror.io/copied on the source.
+func TestCopyOnceAnnotated(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespaces(t, "oncea", nil, "src", "a", "b")
+	src := sourceSecret(ns[0], "token", ns[1], map[string]string{"v": "1"})
+	src.Annotations[annotations.AnnotationCopyOnce] = "true"
+	create(t, src)
+	eventuallySecret(t, ns[1], "token", mirrorOf(ns[0], "token", map[string]string{"v": "1"}))
+	annotation := func() string {
+		got := &corev1.Secret{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(src), got); err != nil {
+			return err.Error()
+		}
+		return got.Annotations[annotations.AnnotationCopied]
+	}
+	g.Eventually(annotation, timeout, poll).Should(Equal(ns[1]))
+
+	g.Expect(k8s.Delete(context.Background(), secretRef(ns[1], "token"))).To(Succeed())
+	eventuallyGone(t, secretRef(ns[1], "token"))
+	change(t, src, func(s *corev1.Secret) {
+		s.Annotations[annotations.AnnotationTargetNamespaces] = ns[1] + "," + ns[2]
+		s.StringData = map[string]string{"v": "2"}
+	})
+	eventuallySecret(t, ns[2], "token", mirrorOf(ns[0], "token", map[string]string{"v": "2"}))
+	g.Eventually(annotation, timeout, poll).Should(Equal(ns[1] + "," + ns[2]))
+	g.Expect(secretsIn("token", ns[1])).To(BeEmpty(), "a deleted copy is not made again")
+
+	// Mirroring turned off: the copy stays, a plain object.
+	change(t, src, func(s *corev1.Secret) { s.Annotations[annotations.AnnotationSync] = "false" })
+	eventuallySecret(t, ns[2], "token", plainCopy(map[string]string{"v": "2"}))
+}
+
+// spec.deletionPolicy: with Orphan, deleting the policy leaves its copies
+// as plain objects, while a deleted source still takes its copies with
+// it; with Delete (the default) deleting the policy deletes them.
+func TestDeletionPolicy(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespaces(t, "delpol", nil, "src", "a")
+	kept := ownedSecret(ns[0], "kept", nil, map[string]string{"v": "1"})
+	gone := ownedSecret(ns[0], "gone", nil, map[string]string{"v": "1"})
+	deleted := ownedSecret(ns[0], "deleted", nil, map[string]string{"v": "1"})
+	for _, s := range []*corev1.Secret{kept, gone, deleted} {
+		create(t, s)
+	}
+	orphan := secretPolicy(ns[0], "orphan", []string{"kept", "deleted"}, ns[1])
+	orphan.Spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
+	create(t, orphan)
+	plain := secretPolicy(ns[0], "plain", []string{"gone"}, ns[1])
+	create(t, plain)
+	for _, name := range []string{"kept", "gone", "deleted"} {
+		eventuallySecret(t, ns[1], name, mirrorOf(ns[0], name, map[string]string{"v": "1"}))
+	}
+
+	// The source of an Orphan policy deleted: its copy goes with it.
+	g.Expect(k8s.Delete(context.Background(), deleted)).To(Succeed())
+	eventuallyGone(t, secretRef(ns[1], "deleted"))
+
+	g.Expect(k8s.Delete(context.Background(), orphan)).To(Succeed())
+	g.Expect(k8s.Delete(context.Background(), plain)).To(Succeed())
+	eventuallyGone(t, secretRef(ns[1], "gone"))
+	eventuallySecret(t, ns[1], "kept", plainCopy(map[string]string{"v": "1"}))
+
+	// Nothing claims it any more: a new policy for the same source finds
+	// the name taken by an object that is not ours.
+	again := secretPolicy(ns[0], "again", []string{"kept"}, ns[1])
+	create(t, again)
+	eventuallyPolicy(t, again, func(g Gomega, p *v1alpha1.MirrorPolicy) {
+		condition(g, p, v1alpha1.ConditionReady, metav1.ConditionFalse, "TargetConflict")
+	})
+}
