@@ -1,0 +1,127 @@
+package hub_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+)
+
+// The hub serves target-name and copy-once in other clusters as the
+// member agent does in its own: copies under the other name, made once,
+// left to their namespace, remembered (the hub's CLUSTER/NS entries in
+// fleetmirror.io/copied), and left as plain objects when the source goes.
+func TestRenamedCopyOnceAcrossClusters(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	src, shared := srcAndShared(t, hubC, memA, memB)
+	s := sourceSecret(src, "app-token", "member-a/"+shared+",member-b/"+shared, map[string]string{"v": "1"})
+	s.Annotations[annotations.AnnotationTargetName] = "regcred"
+	s.Annotations[annotations.AnnotationCopyOnce] = "true"
+	g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
+	for _, c := range fleet.Members {
+		eventuallySecret(t, c, shared, "regcred", func(g Gomega, m *corev1.Secret) {
+			g.Expect(m.Labels).To(HaveKeyWithValue(annotations.LabelManagedBy, annotations.ManagedByHub))
+			g.Expect(m.Annotations).To(HaveKeyWithValue(annotations.AnnotationSource, "hub/"+src+"/app-token"))
+			g.Expect(m.Data).To(HaveKeyWithValue("v", []byte("1")))
+		})
+	}
+	copied := func() string {
+		got := &corev1.Secret{}
+		if err := hubC.Client.Get(ctx, objKey(s), got); err != nil {
+			return err.Error()
+		}
+		return got.Annotations[annotations.AnnotationCopied]
+	}
+	g.Eventually(copied, timeout, poll).Should(Equal("member-a/" + shared + ",member-b/" + shared))
+
+	// A copy deleted in member-b is not made again, the source's change
+	// is not propagated; a third cluster's target proves the hub looked.
+	g.Expect(memB.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: shared, Name: "regcred"}})).To(Succeed())
+	eventuallyGone(t, memB, shared, "regcred")
+	more := uniq("more")
+	mkNamespaces(t, more, memA)
+	change(t, hubC, s, func() {
+		s.StringData = map[string]string{"v": "2"}
+		s.Annotations[annotations.AnnotationTargetNamespaces] += ",member-a/" + more
+	})
+	eventuallySecret(t, memA, more, "regcred", func(g Gomega, m *corev1.Secret) {
+		g.Expect(m.Data).To(HaveKeyWithValue("v", []byte("2")))
+	})
+	g.Eventually(copied, timeout, poll).Should(ContainSubstring("member-a/" + more))
+	g.Expect(getSecret(memB, shared, "regcred")).To(BeNil(), "a deleted copy is not made again")
+	eventuallySecret(t, memA, shared, "regcred", func(g Gomega, m *corev1.Secret) {
+		g.Expect(m.Data).To(HaveKeyWithValue("v", []byte("1")), "a copy made once is not updated")
+	})
+
+	// The source goes: its copies stay, plain objects.
+	g.Expect(hubC.Client.Delete(ctx, s)).To(Succeed())
+	for _, ns := range []string{shared, more} {
+		eventuallySecret(t, memA, ns, "regcred", func(g Gomega, m *corev1.Secret) {
+			for k := range m.Labels {
+				g.Expect(strings.HasPrefix(k, annotations.Prefix)).To(BeFalse(), "label %s", k)
+			}
+			for k := range m.Annotations {
+				g.Expect(strings.HasPrefix(k, annotations.Prefix)).To(BeFalse(), "annotation %s", k)
+			}
+		})
+	}
+}
+
+// A policy of a member cluster with targetName, copyOnce and
+// deletionPolicy Orphan, served across clusters by the hub: the renamed
+// copy lands in the other cluster, the hub's entry of status.copied sits
+// beside the member agent's, and deleting the policy leaves the copies.
+func TestPolicyParityAcrossClusters(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(fleettest.InstallPolicyCRD(memA.Config)).Error().NotTo(HaveOccurred())
+	hubAgent.stop()
+	hubAgent = startHub()
+	stopMember := startMember(t, memA)
+	defer stopMember()
+
+	src, local, remote := uniq("src"), uniq("local"), uniq("remote")
+	mkNamespaces(t, src, memA)
+	mkNamespaces(t, local, memA)
+	mkNamespaces(t, remote, memB)
+	owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "db"}, StringData: map[string]string{"k": "v1"}}
+	g.Expect(memA.Client.Create(ctx, owned)).To(Succeed())
+	p := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "parity"}, Spec: v1alpha1.MirrorPolicySpec{
+		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"db"}},
+		TargetNamespaces: []string{local, "member-b/" + remote},
+		TargetName:       "db-copy",
+		CopyOnce:         true,
+		DeletionPolicy:   v1alpha1.DeletionPolicyOrphan,
+	}}
+	g.Expect(memA.Client.Create(ctx, p)).To(Succeed())
+	eventuallySecret(t, memA, local, "db-copy", nil)
+	eventuallySecret(t, memB, remote, "db-copy", func(g Gomega, m *corev1.Secret) {
+		g.Expect(m.Labels).To(HaveKeyWithValue(annotations.LabelManagedBy, annotations.ManagedByHub))
+		g.Expect(m.Data).To(HaveKeyWithValue("k", []byte("v1")))
+	})
+	g.Eventually(func(g Gomega) {
+		got := &v1alpha1.MirrorPolicy{}
+		g.Expect(memA.Client.Get(ctx, objKey(p), got)).To(Succeed())
+		g.Expect(got.Status.Copied).To(ConsistOf(local+"/db", "member-b/"+remote+"/db"))
+	}, timeout, poll).Should(Succeed())
+
+	g.Expect(memA.Client.Delete(ctx, p)).To(Succeed())
+	for _, at := range []struct {
+		c  *fleettest.Cluster
+		ns string
+	}{{memA, local}, {memB, remote}} {
+		eventuallySecret(t, at.c, at.ns, "db-copy", func(g Gomega, m *corev1.Secret) {
+			g.Expect(m.Labels).NotTo(HaveKey(annotations.LabelMirror))
+			g.Expect(m.Annotations).NotTo(HaveKey(annotations.AnnotationSource))
+			g.Expect(m.Data).To(HaveKeyWithValue("k", []byte("v1")))
+		})
+	}
+}
