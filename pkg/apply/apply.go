@@ -47,7 +47,7 @@ const (
 	// Orphaned: a released mirror made a plain object (copy-once, or
 	// deletion-policy Orphan): our labels and annotations taken off.
 	Orphaned Outcome = "orphaned"
-	Failed  Outcome = "error"
+	Failed   Outcome = "error"
 )
 
 // ConflictError says that the target name is taken by an object we do not own.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 )
 
@@ -372,6 +373,17 @@ func write(ctx context.Context, res metadata.ResourceInterface, o *CleanupObject
 			return err
 		}
 		o.resourceVersion, o.finalizers, o.RemoveFinalizers, o.NewStatus = written.ResourceVersion, written.Finalizers, nil, nil
+	}
+	if o.Orphan != "" {
+		orphan := &metav1.ObjectMeta{ResourceVersion: o.resourceVersion, Labels: o.labels, Annotations: o.annotations}
+		patch, err := json.Marshal(map[string]any{"metadata": apply.OrphanPatch(orphan)})
+		if err != nil {
+			return err
+		}
+		if _, err := res.Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			return err
+		}
+		o.Orphan = ""
 	}
 	if o.Delete == "" {
 		return nil

@@ -57,6 +57,11 @@ type CleanupObject struct {
 	// Delete says why the object is deleted: a mirror proven ours, or the
 	// member's kinds object; empty when it is not.
 	Delete string `json:"delete,omitempty"`
+	// Orphan says why a mirror proven ours is kept as a plain object
+	// instead (copy-once, deletion-policy Orphan): our labels and
+	// annotations are taken off, as the agents do when its source stops
+	// asking for it.
+	Orphan string `json:"orphan,omitempty"`
 	// RemoveFinalizers are the agents' finalizers taken off it.
 	RemoveFinalizers []string `json:"removeFinalizers,omitempty"`
 	// Status is its fleetmirror.io/status annotation; NewStatus, set when
@@ -72,6 +77,8 @@ type CleanupObject struct {
 	uid             types.UID
 	resourceVersion string
 	finalizers      []string
+	// labels and annotations are the object's, for Orphan.
+	labels, annotations map[string]string
 }
 
 // PlanCleanup returns what cleanup does to obj, an object of kind, for the
@@ -80,9 +87,11 @@ type CleanupObject struct {
 //
 //   - a mirror is deleted only when proven a writer's, by the test the
 //     agents apply before every delete (desired.Owned: the mirror label,
-//     the writer's managed-by label and the source reference, whose name
-//     is the mirror's own); a name never makes an object ours, nor a
-//     label alone;
+//     the writer's managed-by label and the source reference, and the
+//     name the agent gave it: its source's or the target-name stamped on
+//     it); a name never makes an object ours, nor a label alone; a copy-once mirror,
+//     or one of a source with deletion-policy Orphan, is made a plain
+//     object instead, as the agents do when its source lets go of it;
 //   - the writers' finalizers are removed from any object, also one being
 //     deleted (that is what lets it go);
 //   - of the status annotation on a source, the writers' parts go, and on
@@ -99,7 +108,12 @@ func PlanCleanup(kind string, obj metav1.Object, writers []Writer, keepMirrors b
 	// finalizers removed.
 	deleting := obj.GetDeletionTimestamp() != nil
 	for _, w := range writers {
-		if ref, ok := ownedMirror(obj, w); ok && !keepMirrors && !deleting {
+		switch ref, ok := ownedMirror(obj, w); {
+		case !ok || keepMirrors || deleting:
+		case desired.Kept(annots, desired.ClaimEnded):
+			c.Orphan = fmt.Sprintf("mirror of %s (managed-by %s), copy-once or deletion-policy Orphan", ref, w.ManagedBy)
+			c.labels, c.annotations = labels, annots
+		default:
 			c.Delete = fmt.Sprintf("mirror of %s (managed-by %s)", ref, w.ManagedBy)
 		}
 		if w.KindsObject && !deleting && kind == "ConfigMap" && obj.GetName() == clusters.MemberKindsName && labels[clusters.LabelMemberKinds] == "true" {
@@ -118,15 +132,17 @@ func PlanCleanup(kind string, obj metav1.Object, writers []Writer, keepMirrors b
 			c.NewStatus = &left
 		}
 	}
-	return c, c.Delete != "" || len(c.RemoveFinalizers) > 0 || c.NewStatus != nil
+	return c, c.Delete != "" || c.Orphan != "" || len(c.RemoveFinalizers) > 0 || c.NewStatus != nil
 }
 
 // ownedMirror reports whether obj is a mirror written by w, and of which
-// source: the test of the agents' uninstall and apply.Delete.
+// source: the test of the agents' uninstall and apply.Delete, with the
+// name the agent gave it (desired.NamedAsBuilt: its source's, or the
+// target-name stamped on it).
 func ownedMirror(obj metav1.Object, w Writer) (string, bool) {
 	ref := obj.GetAnnotations()[annotations.AnnotationSource]
-	_, _, name, ok := controller.ParseSourceRef(ref)
-	return ref, ok && name == obj.GetName() && desired.Owned(obj.GetLabels(), obj.GetAnnotations(), w.ManagedBy, ref)
+	_, _, _, ok := controller.ParseSourceRef(ref)
+	return ref, ok && desired.NamedAsBuilt(obj.GetName(), obj.GetAnnotations()) && desired.Owned(obj.GetLabels(), obj.GetAnnotations(), w.ManagedBy, ref)
 }
 
 // statusLeft is what is left of status once the writers' parts are gone.
@@ -153,6 +169,9 @@ func (c CleanupObject) Action() string {
 	var parts []string
 	if c.Delete != "" {
 		parts = append(parts, "delete: "+c.Delete)
+	}
+	if c.Orphan != "" {
+		parts = append(parts, "keep as a plain object: "+c.Orphan)
 	}
 	if len(c.RemoveFinalizers) > 0 {
 		parts = append(parts, "remove finalizer "+strings.Join(c.RemoveFinalizers, ", "))

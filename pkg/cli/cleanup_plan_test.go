@@ -64,6 +64,7 @@ func TestPlanCleanup(t *testing.T) {
 		writers    []Writer
 		keep       bool
 		delete     string // "" for no delete; else a part of the reason
+		orphan     string // the same, for a mirror kept as a plain object
 		finalizers []string
 		newStatus  *string
 	}{
@@ -75,6 +76,24 @@ func TestPlanCleanup(t *testing.T) {
 		{name: "mirror being deleted", obj: with(memberMirror, func(m *metav1.ObjectMeta) { m.DeletionTimestamp = &now }), writers: both},
 		{name: "lookalike: another name in the source reference", writers: both,
 			obj: with(memberMirror, func(m *metav1.ObjectMeta) { m.Annotations[annotations.AnnotationSource] = "eu-1/src/other" })},
+		{name: "mirror under another name (target-name)", writers: both, delete: "mirror of eu-1/src/other (managed-by member)",
+			obj: with(memberMirror, func(m *metav1.ObjectMeta) {
+				m.Annotations[annotations.AnnotationSource] = "eu-1/src/other"
+				m.Annotations[annotations.AnnotationTargetName] = m.Name
+			})},
+		{name: "lookalike: a renamed mirror copied under a third name", writers: both,
+			obj: with(memberMirror, func(m *metav1.ObjectMeta) {
+				m.Annotations[annotations.AnnotationSource] = "eu-1/src/other"
+				m.Annotations[annotations.AnnotationTargetName] = "regcred"
+			})},
+		{name: "copy-once mirror: kept as a plain object", writers: both, orphan: "mirror of eu-1/src/db (managed-by member)",
+			obj: with(memberMirror, func(m *metav1.ObjectMeta) { m.Annotations[annotations.AnnotationCopyOnce] = "true" })},
+		{name: "mirror of a source with deletion-policy Orphan: kept", writers: both, orphan: "mirror of hub/src/db (managed-by hub)",
+			obj: with(hubMirror, func(m *metav1.ObjectMeta) {
+				m.Annotations[annotations.AnnotationDeletionPolicy] = annotations.DeletionPolicyOrphan
+			})},
+		{name: "copy-once mirror, kept", writers: both, keep: true,
+			obj: with(memberMirror, func(m *metav1.ObjectMeta) { m.Annotations[annotations.AnnotationCopyOnce] = "true" })},
 		{name: "lookalike: no source reference", writers: both,
 			obj: with(memberMirror, func(m *metav1.ObjectMeta) { delete(m.Annotations, annotations.AnnotationSource) })},
 		{name: "lookalike: a reference of two parts", writers: both,
@@ -137,12 +156,15 @@ func TestPlanCleanup(t *testing.T) {
 			}
 			obj := &metav1.PartialObjectMetadata{ObjectMeta: tt.obj}
 			got, ok := PlanCleanup(kind, obj, tt.writers, tt.keep)
-			wantOK := tt.delete != "" || len(tt.finalizers) > 0 || tt.newStatus != nil
+			wantOK := tt.delete != "" || tt.orphan != "" || len(tt.finalizers) > 0 || tt.newStatus != nil
 			if ok != wantOK {
 				t.Fatalf("PlanCleanup = %+v, %v; want a change: %v", got, ok, wantOK)
 			}
 			if (got.Delete == "") != (tt.delete == "") || !strings.Contains(got.Delete, tt.delete) {
 				t.Errorf("Delete = %q, want %q", got.Delete, tt.delete)
+			}
+			if (got.Orphan == "") != (tt.orphan == "") || !strings.Contains(got.Orphan, tt.orphan) {
+				t.Errorf("Orphan = %q, want %q", got.Orphan, tt.orphan)
 			}
 			if !slices.Equal(got.RemoveFinalizers, tt.finalizers) {
 				t.Errorf("RemoveFinalizers = %q, want %q", got.RemoveFinalizers, tt.finalizers)

@@ -498,7 +498,8 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 			continue
 		}
 		for _, m := range mc.MirrorsOf(key.GVK, ref) {
-			if m.GetName() == cmp.Or(name, key.Name) && slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()}) {
+			if !desired.NamedAsBuilt(m.GetName(), m.GetAnnotations()) ||
+				(m.GetName() == cmp.Or(name, key.Name) && slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()})) {
 				continue
 			}
 			callCtx, cancel := r.callContext(ctx, mc)

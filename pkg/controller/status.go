@@ -29,8 +29,8 @@ type summary struct {
 	orphaned int
 	// copied lists the targets (NS, or CLUSTER/NS) where a copy-once
 	// mirror was made or found in place.
-	copied []string
-	conflicts, failures                                     []string
+	copied              []string
+	conflicts, failures []string
 	// adopted lists the namespaces of the mirrors adopted.
 	adopted []string
 	// transformErrs describe failed rules and targets skipped for them.

@@ -105,6 +105,7 @@ var stampedKeys = map[string]bool{
 	annotations.AnnotationSourceUID:             true,
 	annotations.AnnotationSourceResourceVersion: true,
 	annotations.AnnotationContentHash:           true,
+	annotations.AnnotationTargetName:            true,
 }
 
 func unstamped(m map[string]string) map[string]string {
@@ -186,8 +187,21 @@ func Build(src *unstructured.Unstructured, target Target, o Options, tr *annotat
 	annots[annotations.AnnotationSourceUID] = string(src.GetUID())
 	annots[annotations.AnnotationSourceResourceVersion] = src.GetResourceVersion()
 	annots[annotations.AnnotationContentHash] = hash
+	if m.GetName() != src.GetName() {
+		annots[annotations.AnnotationTargetName] = m.GetName()
+	}
 	m.SetAnnotations(annots)
 	return m, ruleErrs, nil
+}
+
+// NamedAsBuilt reports whether a mirror has the name Build gave it: its
+// source's (the last part of its source reference) or the one stamped
+// when the source asked for another (target-name). A copy of a mirror
+// under a name of somebody's choosing carries our labels and source
+// reference too, and is not ours.
+func NamedAsBuilt(name string, annots map[string]string) bool {
+	ref := annots[annotations.AnnotationSource]
+	return name == ref[strings.LastIndex(ref, "/")+1:] || name == annots[annotations.AnnotationTargetName]
 }
 
 func deepCopy(m map[string]any) map[string]any {
