@@ -332,7 +332,7 @@ func (u *uninstall) mirrored(c *clusters.Cluster) map[Key]string {
 		for _, m := range c.AllMirrors(gvk) {
 			ref := m.GetAnnotations()[annotations.AnnotationSource]
 			cluster, ns, name, ok := ParseSourceRef(ref)
-			if ok && name == m.GetName() && u.r.opts.Scope.mirrorsIn(cluster, c.Name()) {
+			if ok && desired.NamedAsBuilt(m.GetName(), m.GetAnnotations()) && u.r.opts.Scope.mirrorsIn(cluster, c.Name()) {
 				out[Key{Cluster: cluster, GVK: gvk, Namespace: ns, Name: name}] = ref
 			}
 		}
@@ -376,7 +376,7 @@ func (u *uninstall) sourcesIn(c *clusters.Cluster) map[Key]string {
 	out := map[Key]string{}
 	for _, gvk := range c.Watched() {
 		for _, src := range c.Sources(gvk) {
-			if fins, status := u.r.sourceChange(src, u.statusPart(src)); fins != nil || status != nil {
+			if fins, status := u.r.sourceChange(src, u.statusPart(src)); fins != nil || status != nil || u.copiedRecord(src) != nil {
 				out[Key{Cluster: c.Name(), GVK: gvk, Namespace: src.GetNamespace(), Name: src.GetName()}] = ""
 			}
 		}
@@ -387,6 +387,16 @@ func (u *uninstall) sourcesIn(c *clusters.Cluster) map[Key]string {
 		out[key] = ""
 	}
 	return out
+}
+
+// copiedRecord is what release writes as the writer's part of src's copy-once
+// record (fleetmirror.io/copied): nothing, for patchSourceRecord to drop
+// it; nil when src holds none of it.
+func (u *uninstall) copiedRecord(src metav1.Object) *string {
+	if nextRecordValue(src, nil, true, u.r.opts.Scope == ScopeRemote) == nil {
+		return nil
+	}
+	return new(string)
 }
 
 // statusPart is what release writes as the writer's part of src's status:
@@ -416,10 +426,11 @@ func (u *uninstall) release(ctx context.Context, c *clusters.Cluster, key Key) (
 	}
 	part := u.statusPart(src)
 	fins, status := u.r.sourceChange(src, part)
-	if fins == nil && status == nil {
+	record := u.copiedRecord(src)
+	if fins == nil && status == nil && record == nil {
 		return 0, 0, nil
 	}
-	if _, err := u.r.patchSource(ctx, c, key, src, part); err != nil {
+	if _, err := u.r.patchSourceRecord(ctx, c, key, src, part, record); err != nil {
 		return 0, 0, ignoreNotFound(err)
 	}
 	if fins != nil {

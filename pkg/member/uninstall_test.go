@@ -197,6 +197,17 @@ func TestUninstall(t *testing.T) {
 	doomed := sourceSecret("src", "doomed", "a", map[string]string{"k": "v"})
 	s.create(t, doomed)
 	fleettest.EventuallyExists(t, s.w, s.c, fleettest.Secret("a", "doomed"), nil)
+	// A copy-once source whose copy is renamed: the uninstall leaves the
+	// copy, a plain object, and takes the record off the source.
+	once := sourceSecret("src", "once", "a", map[string]string{"k": "v"})
+	once.Annotations[annotations.AnnotationCopyOnce] = "true"
+	once.Annotations[annotations.AnnotationTargetName] = "once-copy"
+	s.create(t, once)
+	fleettest.EventuallyExists(t, s.w, s.c, fleettest.Secret("a", "once-copy"), nil)
+	g.Eventually(func() string {
+		got, _ := fleettest.Lookup(s.c, once)
+		return got.GetAnnotations()[annotations.AnnotationCopied]
+	}, timeout, poll).Should(Equal("a"))
 
 	// helm uninstall deletes the Deployment: the agent stops and steps down.
 	agent.stop()
@@ -234,6 +245,14 @@ func TestUninstall(t *testing.T) {
 	for _, m := range append(slices.Clone(s.mirrors), fleettest.Secret("a", "doomed")) {
 		g.Expect(fleettest.Lookup(s.c, m)).To(BeNil(), "mirror %s/%s", m.GetNamespace(), m.GetName())
 	}
+	copy, err := fleettest.Lookup(s.c, fleettest.Secret("a", "once-copy"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(copy).NotTo(BeNil(), "the uninstall deleted a copy-once copy")
+	g.Expect(copy.GetLabels()).NotTo(HaveKey(annotations.LabelMirror))
+	g.Expect(copy.GetAnnotations()).NotTo(HaveKey(annotations.AnnotationSource))
+	gotOnce, err := fleettest.Lookup(s.c, once)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(gotOnce.GetAnnotations()).NotTo(HaveKey(annotations.AnnotationCopied))
 	g.Expect(s.finalizers(older)()).To(Equal([]string{"example.com/keep"}), "the older version's finalizer on a policy")
 	g.Expect(fleettest.Lookup(s.c, leftover)).To(BeNil(), "the kinds object stays")
 	s.released(t)
