@@ -22,12 +22,16 @@ var sourceKeys = []string{
 	annotations.AnnotationMirrorFrom,
 	annotations.AnnotationTransform,
 	annotations.AnnotationTransformStrict,
+	annotations.AnnotationTargetName,
+	annotations.AnnotationCopyOnce,
+	annotations.AnnotationDeletionPolicy,
 }
 
 // knownKeys are every key with our prefix that may be on an object: those
 // of sources, those the agents write, and the namespace opt-in.
 var knownKeys = append(slices.Clone(sourceKeys),
 	annotations.AnnotationStatus,
+	annotations.AnnotationCopied,
 	annotations.LabelAllowMirrors,
 	annotations.LabelMirror,
 	annotations.LabelManagedBy,
