@@ -34,6 +34,10 @@ const (
 	AnnotationTransformStrict = Prefix + "transform-strict"
 	// AnnotationStatus is written by the agent: a one-line summary for people.
 	AnnotationStatus = Prefix + "status"
+	// AnnotationExcludeNamespaces lists namespaces (names or globs, comma
+	// separated) that are never targets of this source, whatever entry or
+	// selector matches them.
+	AnnotationExcludeNamespaces = Prefix + "exclude-namespaces"
 	// AnnotationTargetName names the mirrors; by default they have the
 	// source's name.
 	AnnotationTargetName = Prefix + "target-name"

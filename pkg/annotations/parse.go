@@ -92,6 +92,9 @@ type Request struct {
 	// Unlike Problems it stops all mirroring of the source: mirroring
 	// content its owner meant to change would be a surprise write.
 	TransformErr error
+	// ExcludeNamespaces are never targets, in any cluster, whatever entry
+	// or selector matches them.
+	ExcludeNamespaces glob.List
 	// TargetName is the name of the mirrors; "" means the source's name.
 	TargetName string
 	// CopyOnce makes each mirror once and leaves it to its namespace.
@@ -162,6 +165,9 @@ func ParseAs(objLabels, objAnnotations, names map[string]string) Request {
 	if v, ok := objAnnotations[AnnotationTargetNamespaceSelector]; ok {
 		r.NamespaceSelector = r.parseNamespaceSelector(v, name)
 	}
+	if v, ok := objAnnotations[AnnotationExcludeNamespaces]; ok {
+		r.ExcludeNamespaces = r.parseExcluded(v, name(AnnotationExcludeNamespaces))
+	}
 	if v, ok := objAnnotations[AnnotationTargetName]; ok {
 		// Names of every kind are DNS subdomains or stricter; the API
 		// server refuses a mirror whose name its kind does not allow, and
@@ -192,6 +198,34 @@ func ParseAs(objLabels, objAnnotations, names map[string]string) Request {
 		}
 	}
 	return r
+}
+
+// parseExcluded parses AnnotationExcludeNamespaces: namespace names and
+// globs; an invalid entry is a problem and excludes nothing. Keywords have
+// no meaning here.
+func (r *Request) parseExcluded(v, key string) glob.List {
+	if len(v) > MaxAnnotationLength {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: value is %d bytes, over the limit of %d; ignored", key, len(v), MaxAnnotationLength))
+		return nil
+	}
+	var out glob.List
+	for _, entry := range strings.Split(v, ",") {
+		if entry = strings.TrimSpace(entry); entry == "" {
+			continue
+		}
+		p, err := parseNamePattern(entry, validation.DNS1123LabelMaxLength, validation.IsDNS1123Label)
+		if err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: entry %q: %v; it excludes nothing", key, entry, err))
+			continue
+		}
+		g, err := glob.Parse(p.Raw)
+		if err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: entry %q: %v; it excludes nothing", key, entry, err))
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // parseBool reads a "true"/"false" annotation; anything else is a problem

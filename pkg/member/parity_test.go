@@ -212,3 +212,25 @@ func TestDeletionPolicy(t *testing.T) {
 		condition(g, p, v1alpha1.ConditionReady, metav1.ConditionFalse, "TargetConflict")
 	})
 }
+
+// A source's own exclusions (fleetmirror.io/exclude-namespaces, a
+// policy's spec.excludeNamespaces) take namespaces out of what its
+// entries match; a mirror already there goes when its namespace becomes
+// excluded.
+func TestExcludeNamespaces(t *testing.T) {
+	ns := namespaces(t, "excl", nil, "src", "a", "b", "kyverno")
+	glob := nsGlob(ns[0], "")
+	src := ownedSecret(ns[0], "shared", nil, map[string]string{"v": "1"})
+	create(t, src)
+	p := secretPolicy(ns[0], "all-but", []string{"shared"}, glob)
+	p.Spec.ExcludeNamespaces = []string{ns[3]}
+	create(t, p)
+	eventuallySecret(t, ns[1], "shared", mirrorOf(ns[0], "shared", nil))
+	eventuallySecret(t, ns[2], "shared", mirrorOf(ns[0], "shared", nil))
+	eventuallyPolicy(t, p, synced(1, 2))
+	NewWithT(t).Expect(secretsIn("shared", ns[3])).To(BeEmpty())
+
+	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.ExcludeNamespaces = []string{ns[3], nsGlob(ns[0], "b")} })
+	eventuallyGone(t, secretRef(ns[2], "shared"))
+	eventuallyPolicy(t, p, synced(1, 1))
+}

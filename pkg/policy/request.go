@@ -28,6 +28,7 @@ var fields = map[string]string{
 	annotations.AnnotationTransform:               "spec.transform",
 	annotations.AnnotationTransformStrict:         "spec.transformStrict",
 	annotations.AnnotationTargetName:              "spec.targetName",
+	annotations.AnnotationExcludeNamespaces:       "spec.excludeNamespaces",
 	annotations.AnnotationCopyOnce:                "spec.copyOnce",
 	annotations.AnnotationDeletionPolicy:          "spec.deletionPolicy",
 }
@@ -54,6 +55,9 @@ func Annotations(spec *v1alpha1.MirrorPolicySpec) map[string]string {
 	}
 	if spec.TransformStrict {
 		a[annotations.AnnotationTransformStrict] = "true"
+	}
+	if len(spec.ExcludeNamespaces) > 0 {
+		a[annotations.AnnotationExcludeNamespaces] = strings.Join(spec.ExcludeNamespaces, ",")
 	}
 	if spec.TargetName != "" {
 		a[annotations.AnnotationTargetName] = spec.TargetName

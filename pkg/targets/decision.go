@@ -145,6 +145,8 @@ func (r *recorder) exclusion(c *Cluster, policy Policy, namespace string) string
 	switch {
 	case policy.Excluded.Match(namespace):
 		return where + " is excluded by the agent's --excluded-namespaces"
+	case policy.SourceExcluded.Match(namespace):
+		return where + " is excluded by the source's " + annotations.AnnotationExcludeNamespaces + " (spec.excludeNamespaces of a MirrorPolicy)"
 	case len(policy.Included) > 0 && !policy.Included.Match(namespace):
 		return where + " is not in the agent's --included-namespaces"
 	case !c.Excluded.Match(namespace):

@@ -129,6 +129,9 @@ type Outcome struct {
 // Plan resolves the targets of a request from the source src over fleet.
 func Plan(req annotations.Request, src Source, fleet Fleet, policy Policy, scope Scope) Outcome {
 	rec := &recorder{remote: scope.Remote, explain: scope.Explain}
+	// The source's own exclusions weigh as the operator's do: a namespace
+	// they match is no target, named or not.
+	policy.SourceExcluded = req.ExcludeNamespaces
 	var out Outcome
 	if scope.Remote {
 		out = planRemote(req, src, fleet, policy, scope, rec)

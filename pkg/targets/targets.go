@@ -29,11 +29,15 @@ type Policy struct {
 	Excluded glob.List
 	// MaxTargets bounds the targets of one source; zero means no bound.
 	MaxTargets int
+	// SourceExcluded are the namespaces the source itself excludes
+	// (fleetmirror.io/exclude-namespaces); Plan sets them from the request.
+	SourceExcluded glob.List
 }
 
-// Allows reports whether the operator lets mirrors into namespace ns.
+// Allows reports whether the operator, and the source's own exclusions,
+// let mirrors into namespace ns.
 func (p Policy) Allows(ns string) bool {
-	if p.Excluded.Match(ns) {
+	if p.Excluded.Match(ns) || p.SourceExcluded.Match(ns) {
 		return false
 	}
 	return len(p.Included) == 0 || p.Included.Match(ns)

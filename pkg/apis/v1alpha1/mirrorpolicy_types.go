@@ -84,6 +84,17 @@ type MirrorPolicySpec struct {
 	// +optional
 	TransformStrict bool `json:"transformStrict,omitempty"`
 
+	// ExcludeNamespaces are never targets, whatever entry or selector
+	// matches them, as fleetmirror.io/exclude-namespaces: names or globs
+	// (team-*), in every cluster.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9*?]([-a-z0-9*?]*[a-z0-9*?])?$`
+	ExcludeNamespaces []string `json:"excludeNamespaces,omitempty"`
+
 	// TargetName names the copies, as fleetmirror.io/target-name: by
 	// default a copy has its source's name. Only for a policy of one
 	// source (source.names with one name).
