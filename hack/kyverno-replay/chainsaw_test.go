@@ -270,3 +270,20 @@ func TestTriggerAndKyvernoOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestReasonKind(t *testing.T) {
+	for _, c := range []struct{ decision, want string }{
+		{`match: kinds [Secret]: Kyverno copies when such an object is created or changed; a MirrorPolicy copies into namespaces`,
+			`match: kinds […]: Kyverno copies when such an object is created or changed`},
+		{`generate.namespace "{{ request.object.metadata.annotations.\"a/b\" }}" uses a variable: only {{request.object.metadata.name}}, each matched namespace, translates`,
+			`generate.namespace "…" uses a variable: only {{…}}, each matched namespace, translates`},
+		{`generate.name "footarget" differs from clone.name "foosource": a mirror keeps its source's name`,
+			`generate.name "…" differs from clone.name "…": a mirror keeps its source's name`},
+		{`generate: not translated: json: unknown field "orphanDownstreamOnPolicyDelete"`,
+			`generate: not translated: json: unknown field "…"`},
+	} {
+		if got := reasonKind(c.decision); got != c.want {
+			t.Errorf("reasonKind(%q) = %q, want %q", c.decision, got, c.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -58,6 +59,8 @@ type translation struct {
 	// refused is migrate's reason when a rule has decisions and no
 	// MirrorPolicies: the policy does not come across.
 	refused string
+	// decisions are those of the refused rules, one by one.
+	decisions []string
 }
 
 // translate runs migrate's own translation on a Kyverno policy.
@@ -66,6 +69,7 @@ func translate(obj *unstructured.Unstructured) translation {
 	var why []string
 	for _, r := range t.rules {
 		if len(r.MirrorPolicies) == 0 && len(r.Decisions) > 0 {
+			t.decisions = append(t.decisions, r.Decisions...)
 			why = append(why, fmt.Sprintf("rule %s: %s", r.Rule, strings.Join(r.Decisions, "; ")))
 		}
 	}
@@ -156,4 +160,24 @@ func triggerOf(policies []*unstructured.Unstructured) string {
 	}
 	sort.Strings(kinds)
 	return strings.Join(kinds, ",")
+}
+
+// Parts of a decision that name the policy's own values.
+var (
+	quoted    = regexp.MustCompile(`"(\\.|[^"\\])*"`)
+	listed    = regexp.MustCompile(`\[[^\]]*\]`)
+	variables = regexp.MustCompile(`\{\{[^}]*\}\}`)
+)
+
+// reasonKind is a decision without the values it names, so that the same
+// reason given for two policies reads the same: what the totals count.
+func reasonKind(decision string) string {
+	s := variables.ReplaceAllString(decision, "{{…}}")
+	s = quoted.ReplaceAllString(s, `"…"`)
+	s = listed.ReplaceAllString(s, "[…]")
+	s, _, _ = strings.Cut(s, "; ")
+	if r := []rune(s); len(r) > 100 {
+		return string(r[:99]) + "…"
+	}
+	return s
 }

@@ -35,6 +35,7 @@ import (
 	"os/signal"
 	"path"
 	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -119,11 +120,12 @@ func replay(repo, run string, verbose bool) error {
 
 	var results []result
 	for i, d := range selected {
-		if ctx.Err() != nil {
-			break
-		}
 		fmt.Fprintf(log, "=== %s\n", strings.TrimPrefix(d, generateDir+"/"))
 		res := r.run(ctx, d, i)
+		if ctx.Err() != nil {
+			// interrupted: its verdict would be the interruption's
+			break
+		}
 		fmt.Fprintf(os.Stderr, "%-7s %s (%s)\n", res.verdict, res.test, res.took.Round(100*time.Millisecond))
 		results = append(results, res)
 	}
@@ -199,6 +201,41 @@ func printResults(w io.Writer, results []result) {
 	fmt.Fprintf(w, "\nTotal %d: %s\n", len(results), verdictCounts(counts))
 	fmt.Fprintf(w, "Namespace-trigger tests: %d pass of %d (%s)\n", nsCounts[verdictPass], nsTotal, verdictCounts(nsCounts))
 	fmt.Fprintf(w, "Other triggers: %d tests\n", len(results)-nsTotal)
+	printReasons(w, results)
+}
+
+// printReasons counts, for each kind of migrate's decisions, the refused
+// tests it blocks (a test refused for several reasons counts under each),
+// Namespace-trigger tests apart.
+func printReasons(w io.Writer, results []result) {
+	all, ns := map[string]int{}, map[string]int{}
+	for _, r := range results {
+		for _, k := range r.reasons {
+			all[k]++
+			if r.trigger == "Namespace" {
+				ns[k]++
+			}
+		}
+	}
+	if len(all) == 0 {
+		return
+	}
+	kinds := make([]string, 0, len(all))
+	for k := range all {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if all[kinds[i]] != all[kinds[j]] {
+			return all[kinds[i]] > all[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	fmt.Fprintln(w, "\nRefused tests by migrate's reason (all, Namespace-trigger):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, k := range kinds {
+		fmt.Fprintf(tw, "  %d\t%d\t%s\n", all[k], ns[k], k)
+	}
+	_ = tw.Flush()
 }
 
 func verdictCounts(c map[string]int) string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +28,8 @@ const (
 	// assertTimeout bounds an assert (and a delete's wait, and a
 	// MirrorPolicy's readiness).
 	assertTimeout = 15 * time.Second
+	// assertHold is how long an assert's object must go on matching.
+	assertHold = 2 * time.Second
 	// errorHold is how long an error op's object must stay absent (or not
 	// matching) once it is: a copy that comes back within it fails.
 	errorHold = 5 * time.Second
@@ -48,6 +51,8 @@ type result struct {
 	trigger string
 	verdict string
 	detail  string
+	// reasons are the kinds of migrate's decisions of a refused test.
+	reasons []string
 	took    time.Duration
 }
 
@@ -94,43 +99,13 @@ func (r *runner) run(ctx context.Context, dir string, index int) (res result) {
 		return res
 	}
 
-	// What migrate makes of the test's Kyverno policies decides the verdict
-	// before anything runs: a policy that does not come across is a
-	// refusal, unless the test expects Kyverno to refuse it too.
-	var policies, refusedByKyverno []*unstructured.Unstructured
-	var extra []string
-	for _, o := range ops {
-		if !isWrite(o.kind) {
-			continue
-		}
-		for _, obj := range o.objects {
-			if !isKyvernoPolicy(obj) {
-				continue
-			}
-			if o.expectError {
-				refusedByKyverno = append(refusedByKyverno, obj)
-			} else {
-				policies = append(policies, obj)
-			}
-			t := translate(obj)
-			if t.refused != "" && !o.expectError && res.verdict == "" {
-				res.verdict = verdictRefused
-				res.detail = fmt.Sprintf("%s (%s): %s", policyKey(obj), path.Base(o.file), t.refused)
-			}
-			if t.mentions(agentFlagPrivilege) && len(extra) == 0 {
-				extra = append(extra, agentFlagPrivilege)
-			}
-		}
-	}
-	// The trigger is that of the policies Kyverno accepts; a test of
-	// Kyverno's validation only has those it refuses.
-	if res.trigger = triggerOf(policies); res.trigger == "" {
-		res.trigger = triggerOf(refusedByKyverno)
-	}
-	if res.verdict != "" {
+	pre := preflightOf(ops)
+	res.trigger = pre.trigger
+	if pre.refused != "" {
+		res.verdict, res.detail, res.reasons = verdictRefused, pre.refused, pre.reasons
 		return res
 	}
-	if err := r.agent.ensure(extra); err != nil {
+	if err := r.agent.ensure(pre.agentFlags); err != nil {
 		res.verdict, res.detail = verdictFail, "starting the agent: "+err.Error()
 		return res
 	}
@@ -182,6 +157,57 @@ func (t *testRun) degraded(ctx context.Context) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "; ")
+}
+
+// preflight is what migrate makes of a test's Kyverno policies, known
+// before anything runs.
+type preflight struct {
+	// trigger is that of the policies Kyverno accepts (triggerOf); a test
+	// of Kyverno's validation has only those it refuses.
+	trigger string
+	// refused is the first refusal of a policy the test expects Kyverno to
+	// accept: the test's verdict; reasons are the kinds of all the
+	// decisions of such refusals (reasonKind).
+	refused string
+	reasons []string
+	// agentFlags are those migrate tells the user to give the agent.
+	agentFlags []string
+}
+
+func preflightOf(ops []op) preflight {
+	var pre preflight
+	var accepted, refusedByKyverno []*unstructured.Unstructured
+	for _, o := range ops {
+		if !isWrite(o.kind) {
+			continue
+		}
+		for _, obj := range o.objects {
+			if !isKyvernoPolicy(obj) {
+				continue
+			}
+			t := translate(obj)
+			if o.expectError {
+				refusedByKyverno = append(refusedByKyverno, obj)
+			} else {
+				accepted = append(accepted, obj)
+				if t.refused != "" && pre.refused == "" {
+					pre.refused = fmt.Sprintf("%s (%s): %s", policyKey(obj), path.Base(o.file), t.refused)
+				}
+				for _, d := range t.decisions {
+					if k := reasonKind(d); !slices.Contains(pre.reasons, k) {
+						pre.reasons = append(pre.reasons, k)
+					}
+				}
+			}
+			if t.mentions(agentFlagPrivilege) && len(pre.agentFlags) == 0 {
+				pre.agentFlags = append(pre.agentFlags, agentFlagPrivilege)
+			}
+		}
+	}
+	if pre.trigger = triggerOf(accepted); pre.trigger == "" {
+		pre.trigger = triggerOf(refusedByKyverno)
+	}
+	return pre
 }
 
 func isWrite(kind string) bool {
@@ -460,20 +486,32 @@ func (t *testRun) matching(ctx context.Context, obj *unstructured.Unstructured) 
 	return nil, why, nil
 }
 
-// assert waits until an object contains obj.
+// assert waits until an object contains obj and goes on containing it
+// for assertHold: a copy the agent is about to delete or revert (a rule
+// just removed, a copy just edited) may still match for a moment.
 func (t *testRun) assert(ctx context.Context, obj *unstructured.Unstructured) error {
 	var why string
+	var since time.Time
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, assertTimeout, true, func(ctx context.Context) (bool, error) {
 		m, w, err := t.matching(ctx, obj)
 		switch {
-		case err != nil && why == "":
-			why = err.Error()
-		case err == nil:
-			why = w
+		case err != nil:
+			if why == "" && ctx.Err() == nil {
+				why = err.Error()
+			}
+			return false, nil
+		case m == nil:
+			why, since = w, time.Time{}
+			return false, nil
+		case since.IsZero():
+			since = time.Now()
 		}
-		return m != nil, nil
+		return time.Since(since) >= assertHold, nil
 	})
 	if err != nil {
+		if !since.IsZero() {
+			why = "it matched only in the last " + time.Since(since).Round(100*time.Millisecond).String()
+		}
 		return fmt.Errorf("assert %s: after %s: %s", refOf(obj), assertTimeout, why)
 	}
 	return nil
@@ -486,8 +524,14 @@ func (t *testRun) refute(ctx context.Context, obj *unstructured.Unstructured) er
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, assertTimeout, true, func(ctx context.Context) (bool, error) {
 		m, _, err := t.matching(ctx, obj)
-		last = err
-		return err == nil && m == nil, nil
+		if err != nil {
+			if ctx.Err() == nil {
+				last = err
+			}
+			return false, nil
+		}
+		last = nil
+		return m == nil, nil
 	})
 	if err != nil {
 		if last != nil {
@@ -495,12 +539,12 @@ func (t *testRun) refute(ctx context.Context, obj *unstructured.Unstructured) er
 		}
 		return fmt.Errorf("error %s: still there and matching after %s", refOf(obj), assertTimeout)
 	}
-	deadline := time.Now().Add(errorHold)
-	for time.Now().Before(deadline) {
-		if m, _, err := t.matching(ctx, obj); err == nil && m != nil {
-			return fmt.Errorf("error %s: gone or different at first, then back and matching within %s", refOf(obj), errorHold)
-		}
-		time.Sleep(200 * time.Millisecond)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, errorHold, true, func(ctx context.Context) (bool, error) {
+		m, _, err := t.matching(ctx, obj)
+		return err == nil && m != nil, nil
+	})
+	if err == nil {
+		return fmt.Errorf("error %s: gone or different at first, then back and matching within %s", refOf(obj), errorHold)
 	}
 	return nil
 }
