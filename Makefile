@@ -130,6 +130,11 @@ bench: ## Run the benchmarks (test/bench/README.md); flags in BENCH_FLAGS, e.g. 
 	@if [[ -d test/bench ]]; then go run ./test/bench $(BENCH_FLAGS); \
 	else echo "bench: test/bench does not exist yet; it is tracked by the benchmark issue"; fi
 
+.PHONY: kyverno-replay
+kyverno-replay: ## Replay Kyverno's generate/clone conformance tests through migrate and the agent (KYVERNO=path to a kyverno/kyverno checkout or bare clone; RUN= a regexp of tests)
+	@if [[ -z '$(KYVERNO)' ]]; then echo "kyverno-replay: set KYVERNO to a kyverno/kyverno checkout or bare clone" >&2; exit 2; fi
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go run ./hack/kyverno-replay -kyverno '$(KYVERNO)' $(if $(RUN),-run '$(RUN)')
+
 .PHONY: cluster
 cluster: ## Start one real Kubernetes node on this machine (root; hack/cluster.sh; kubeconfig in .fleet/node/kubeconfig)
 	hack/cluster.sh up
