@@ -56,7 +56,7 @@ PROM_RULE_TESTS := $(wildcard charts/*/files/*.rules_test.yaml)
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/fleetmirror-member, bin/fleetmirror-hub and the kubectl plugin bin/kubectl-fleetmirror, stamped with VERSION and REVISION
