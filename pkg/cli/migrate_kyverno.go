@@ -305,9 +305,9 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 		case err != nil:
 			block("%v", err)
 		case gen.Clone.Name == "":
-			block("clone.name is empty: Kyverno refuses such a rule")
+			block("clone.name is empty: it names no object to copy")
 		case gen.Name == "":
-			block("generate.name is empty: Kyverno refuses such a rule")
+			block("generate.name is empty: Kyverno refuses such a rule (the name of the copies)")
 		case gen.Name != gen.Clone.Name:
 			if errs := validation.IsDNS1123Subdomain(gen.Name); len(errs) > 0 {
 				block("generate.name %q is not a valid object name: %s", gen.Name, errs[0])
@@ -357,7 +357,7 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 	switch errs := validation.IsDNS1123Label(r.SourceNamespace); {
 	case blocked:
 	case r.SourceNamespace == "":
-		block("the rule names no source namespace (clone.namespace or cloneList.namespace): Kyverno refuses such a rule for a namespaced kind, and a MirrorPolicy without a namespace would copy out of whatever namespace kubectl apply uses")
+		block("the rule names no source namespace (clone.namespace or cloneList.namespace): Kyverno refuses such a cloneList of a namespaced kind, and looks the source of such a clone up as a cluster-scoped object, finding none; a MirrorPolicy without a namespace would copy out of whatever namespace kubectl apply uses")
 	case len(errs) > 0:
 		block("the source namespace %q is not a valid namespace name", r.SourceNamespace)
 	}

@@ -226,7 +226,7 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 		}, {
 			name: "clone without namespace",
 			rule: shape(regenerate("clone: {namespace: platform, name: regcred}", "clone: {name: regcred}")),
-			want: want{decisions: []string{"the rule names no source namespace (clone.namespace or cloneList.namespace): Kyverno refuses such a rule for a namespaced kind, and a MirrorPolicy without a namespace would copy out of whatever namespace kubectl apply uses"}},
+			want: want{decisions: []string{"the rule names no source namespace (clone.namespace or cloneList.namespace): Kyverno refuses such a cloneList of a namespaced kind, and looks the source of such a clone up as a cluster-scoped object, finding none; a MirrorPolicy without a namespace would copy out of whatever namespace kubectl apply uses"}},
 		}, {
 			name: "cloneList without namespace",
 			rule: shape("generate:\n  namespace: \"{{request.object.metadata.name}}\"\n  synchronize: true\n  cloneList: {kinds: [v1/Secret], selector: {matchLabels: {share: \"true\"}}}"),
