@@ -48,8 +48,9 @@ type KyvernoRule struct {
 	// Empty when the rule's source or targets have no exact translation.
 	MirrorPolicies []v1alpha1.MirrorPolicy `json:"mirrorPolicies"`
 	Notes          []string                `json:"notes,omitempty"`
-	// Decisions say what does not translate. With MirrorPolicies, they
-	// concern what the policies leave out: decide before applying them.
+	// Decisions say why the rule does not translate. With MirrorPolicies,
+	// they say what the member agent needs to mirror the kind (a flag):
+	// decide before applying them.
 	Decisions []string `json:"decisions,omitempty"`
 }
 
@@ -761,6 +762,8 @@ func kyvernoNotIn(selector string, names []string) string {
 // entries it cannot (entries and a selector add up).
 func (t *kyvernoTargetSet) narrow(requirements []string) string {
 	switch {
+	case len(t.entries) == 0 && t.selector == "":
+		return "" // the names excluded everything already
 	case slices.Equal(t.entries, []string{annotations.KeywordAll}):
 		t.entries = nil
 		t.selector = kyvernoNotIn("", targets.DefaultExcludedNamespaces)

@@ -1,15 +1,20 @@
 package cli_test
 
 import (
+	stdslices "slices"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/cli"
 	"github.com/fleetmirror/fleetmirror/pkg/policy"
+	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
 // Parts of the generate rules of TestTranslateKyvernoShapes, in YAML at
@@ -314,7 +319,11 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			rule: shape("match: {any: [{resources: {kinds: [Namespace], names: [a]}}]}", "exclude: {any: [{resources: {names: [a]}}]}"),
 			want: want{decisions: []string{"exclude: it excludes every namespace the rule matches"}},
 		}, {
-			name: "exclude.all of two filters, and of several labels",
+			name: "exclude of everything matched, by name and by label",
+			rule: shape("match: {any: [{resources: {kinds: [Namespace], names: [a]}}]}", "exclude: {any: [{resources: {names: [a]}}, {resources: {selector: {matchLabels: {env: dev}}}}]}"),
+			want: want{decisions: []string{"exclude: it excludes every namespace the rule matches"}},
+		}, {
+			name: "exclude.all of two filters",
 			rule: shape("exclude: {all: [{resources: {names: [a]}}, {resources: {names: [b]}}]}"),
 			want: want{decisions: []string{"exclude: all: Kyverno excludes a namespace only when every filter matches it"}},
 		}, {
@@ -373,4 +382,57 @@ func TestTranslateKyvernoRulesOfAPolicy(t *testing.T) {
 	g.Expect(rules).To(HaveLen(2))
 	g.Expect(rules[0].MirrorPolicies).To(ConsistOf(HaveField("Spec.CopyOnce", false)))
 	g.Expect(rules[1].MirrorPolicies).To(ConsistOf(And(HaveField("Name", "sync-once"), HaveField("Spec.CopyOnce", true))))
+}
+
+// FuzzKyvernoExclude: a rule that copies into the namespaces match names
+// (or every namespace) except those exclude names translates into targets
+// that reach exactly the namespaces Kyverno copies into, leaving out the
+// source's namespace and the agent's default exclusions, which fleetmirror
+// never targets; or it is a decision.
+func FuzzKyvernoExclude(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"*", "kyverno", "kyverno"}, {"*", "kube-system", "a"}, {"a", "a", "a"}, {"team-*", "team-a", "team-b"},
+		{"*", "team-*", "team-x"}, {"ab", "a?", "ab"}, {"*", "platform", "platform"}, {"a-*", "b", "a-1"},
+	} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	base := kyvernoPolicy(f, "", "sync", shape("match: {any: [{resources: {kinds: [Namespace], names: [x]}}]}", "exclude: {any: [{resources: {names: [y]}}]}"))
+	f.Fuzz(func(t *testing.T, include, exclude, name string) {
+		name = strings.Map(func(r rune) rune { return rune("ab-1x"[int(r)%5]) }, name)
+		if len(validation.IsDNS1123Label(name)) > 0 || name == "platform" || stdslices.Contains(targets.DefaultExcludedNamespaces, name) {
+			return
+		}
+		p := base.DeepCopy()
+		setRuleField(t, p, []string{include}, "match", "any", "0", "resources", "names")
+		setRuleField(t, p, []string{exclude}, "exclude", "any", "0", "resources", "names")
+		rules := cli.TranslateKyverno(p)
+		if len(rules) != 1 {
+			t.Fatalf("%d rules", len(rules))
+		}
+		if len(rules[0].MirrorPolicies) == 0 {
+			if len(rules[0].Decisions) == 0 {
+				t.Fatalf("%q without %q: neither a policy nor a decision", include, exclude)
+			}
+			return
+		}
+		spec := rules[0].MirrorPolicies[0].Spec
+		req := annotations.Parse(nil, policy.Annotations(&spec))
+		if len(req.Problems) > 0 {
+			t.Fatalf("%q without %q: %q", include, exclude, req.Problems)
+		}
+		ours := stdslices.ContainsFunc(req.Local, func(p annotations.Pattern) bool { return p.Match(name) }) ||
+			req.NamespaceSelector != nil && req.NamespaceSelector.Matches(labels.Set{"kubernetes.io/metadata.name": name})
+		theirs := kyvernoMatches(include, name) && !kyvernoMatches(exclude, name)
+		if ours != theirs {
+			t.Fatalf("%q without %q became %q, selector %q: on %q, Kyverno copies %v and fleetmirror %v",
+				include, exclude, spec.TargetNamespaces, ptrString(spec.TargetNamespaceSelector), name, theirs, ours)
+		}
+	})
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
