@@ -405,18 +405,11 @@ func FuzzKyvernoExclude(f *testing.F) {
 		p := base.DeepCopy()
 		setRuleField(t, p, []string{include}, "match", "any", "0", "resources", "names")
 		setRuleField(t, p, []string{exclude}, "exclude", "any", "0", "resources", "names")
-		rules := cli.TranslateKyverno(p)
-		if len(rules) != 1 {
-			t.Fatalf("%d rules", len(rules))
-		}
-		if len(rules[0].MirrorPolicies) == 0 {
-			if len(rules[0].Decisions) == 0 {
-				t.Fatalf("%q without %q: neither a policy nor a decision", include, exclude)
-			}
+		spec := translatedSpec(t, p, include+" without "+exclude)
+		if spec == nil {
 			return
 		}
-		spec := rules[0].MirrorPolicies[0].Spec
-		req := annotations.Parse(nil, policy.Annotations(&spec))
+		req := annotations.Parse(nil, policy.Annotations(spec))
 		if len(req.Problems) > 0 {
 			t.Fatalf("%q without %q: %q", include, exclude, req.Problems)
 		}

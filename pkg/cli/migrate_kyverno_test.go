@@ -100,6 +100,23 @@ func setRuleField(t testing.TB, p *unstructured.Unstructured, value []string, fi
 	}
 }
 
+// translatedSpec translates p, a policy of one generate rule, and returns
+// the spec of its first MirrorPolicy, or nil when the rule gets none; it
+// fails when the rule gets neither a MirrorPolicy nor a decision.
+func translatedSpec(t *testing.T, p *unstructured.Unstructured, what string) *v1alpha1.MirrorPolicySpec {
+	t.Helper()
+	rules := cli.TranslateKyverno(p)
+	switch {
+	case len(rules) != 1:
+		t.Fatalf("%s: %d rules", what, len(rules))
+	case len(rules[0].MirrorPolicies) > 0:
+		return &rules[0].MirrorPolicies[0].Spec
+	case len(rules[0].Decisions) == 0:
+		t.Fatalf("%s: neither a policy nor a decision", what)
+	}
+	return nil
+}
+
 // FuzzKyvernoKinds: a kind of cloneList.kinds either translates into the
 // same API version and kind, valid for a MirrorPolicy, or is a decision.
 func FuzzKyvernoKinds(f *testing.F) {
@@ -110,17 +127,11 @@ func FuzzKyvernoKinds(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind string) {
 		p := base.DeepCopy()
 		setRuleField(t, p, []string{kind}, "generate", "cloneList", "kinds")
-		got := cli.TranslateKyverno(p)
-		if len(got) != 1 {
-			t.Fatalf("%d rules", len(got))
-		}
-		if len(got[0].MirrorPolicies) == 0 {
-			if len(got[0].Decisions) == 0 {
-				t.Fatalf("%q: neither a policy nor a decision", kind)
-			}
+		spec := translatedSpec(t, p, kind)
+		if spec == nil {
 			return
 		}
-		src := got[0].MirrorPolicies[0].Spec.Source
+		src := spec.Source
 		if src.APIVersion+"/"+src.Kind != kind {
 			t.Fatalf("%q became %s/%s", kind, src.APIVersion, src.Kind)
 		}
@@ -173,21 +184,11 @@ func FuzzKyvernoNames(f *testing.F) {
 		name = strings.Map(func(r rune) rune { return rune("ab-1x"[int(r)%5]) }, name)
 		p := base.DeepCopy()
 		setRuleField(t, p, []string{pattern}, "match", "any", "0", "resources", "names")
-		rules := cli.TranslateKyverno(p)
-		if len(rules) != 1 {
-			t.Fatalf("%d rules", len(rules))
-		}
-		if len(rules[0].MirrorPolicies) == 0 {
-			if len(rules[0].Decisions) == 0 {
-				t.Fatalf("%q: neither a policy nor a decision", pattern)
-			}
+		spec := translatedSpec(t, p, pattern)
+		if spec == nil || len(validation.IsDNS1123Label(name)) > 0 {
 			return
 		}
-		if len(validation.IsDNS1123Label(name)) > 0 {
-			return
-		}
-		spec := rules[0].MirrorPolicies[0].Spec
-		req := annotations.Parse(nil, policy.Annotations(&spec))
+		req := annotations.Parse(nil, policy.Annotations(spec))
 		if len(req.Local) != 1 || len(req.Problems) > 0 {
 			t.Fatalf("%q became %q: %q", pattern, spec.TargetNamespaces, req.Problems)
 		}
