@@ -215,41 +215,10 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 		blocked = true
 		r.Decisions = append(r.Decisions, fmt.Sprintf(format, args...))
 	}
-	for _, k := range sortedKeys(rule) {
-		switch {
-		case slices.Contains(kyvernoRuleRead, k), slices.Contains(kyvernoRuleIgnored, k):
-		case k == "preconditions" || k == "celPreconditions":
-			block("%s: Kyverno tests them on each namespace when it runs the rule; a MirrorPolicy has no conditions: say which namespaces in match (names, a label selector) and migrate again", k)
-		default:
-			block("%s: a MirrorPolicy has no counterpart", k)
-		}
-	}
-	genRaw, _ := rule["generate"].(map[string]any)
-	for _, k := range sortedKeys(genRaw) {
-		switch {
-		case slices.Contains(kyvernoGenerateRead, k):
-		case k == "data":
-			block("generate.data creates an object from the policy's own content, not a copy of an existing object: create a source that holds it, then a MirrorPolicy for it")
-		default:
-			block("generate.%s: a MirrorPolicy has no counterpart", k)
-		}
-	}
 	values, problems := kyvernoContext(rule["context"])
-	for _, p := range problems {
-		block("context: %s", p)
-	}
 
-	// Its fields were checked above: only their types can be wrong.
-	var gen kyvernoGenerate
-	if err := json.Unmarshal(mustJSON(kyvernoSubstitute(rule["generate"], values)), &gen); err != nil {
-		block("generate: %v", err)
-	} else if ns := gen.sourceNamespace(); !strings.Contains(ns, "{{") {
-		r.SourceNamespace = ns
-	}
-
-	// Where the copies go. The trigger is read even when the rule is
-	// refused already: one that is not a Namespace is the reason most
-	// rules do not translate, and the first to fix.
+	// Where the copies go, first: a trigger that is not a Namespace is
+	// the reason most rules do not translate, and the first to fix.
 	var match, exclude kyvernoMatch
 	matchErr := strictDecode(kyvernoSubstitute(rule["match"], values), &match)
 	excludeErr := strictDecode(kyvernoSubstitute(rule["exclude"], values), &exclude)
@@ -269,6 +238,37 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 		for _, d := range decisions {
 			block("match: %s", d)
 		}
+	}
+
+	// What else the rule says. The source namespace is known even for a
+	// rule refused, so that migrate -n lists it with its namespace.
+	var gen kyvernoGenerate
+	if err := json.Unmarshal(mustJSON(kyvernoSubstitute(rule["generate"], values)), &gen); err != nil {
+		block("generate: %v", err) // a field of the wrong type; unknown ones are refused below
+	} else if ns := gen.sourceNamespace(); !strings.Contains(ns, "{{") {
+		r.SourceNamespace = ns
+	}
+	for _, k := range sortedKeys(rule) {
+		switch {
+		case slices.Contains(kyvernoRuleRead, k), slices.Contains(kyvernoRuleIgnored, k):
+		case k == "preconditions" || k == "celPreconditions":
+			block("%s: Kyverno tests them on each namespace when it runs the rule; a MirrorPolicy has no conditions: say which namespaces in match (names, a label selector) and migrate again", k)
+		default:
+			block("%s: a MirrorPolicy has no counterpart", k)
+		}
+	}
+	genRaw, _ := rule["generate"].(map[string]any)
+	for _, k := range sortedKeys(genRaw) {
+		switch {
+		case slices.Contains(kyvernoGenerateRead, k):
+		case k == "data":
+			block("generate.data creates an object from the policy's own content, not a copy of an existing object: create a source that holds it, then a MirrorPolicy for it")
+		default:
+			block("generate.%s: a MirrorPolicy has no counterpart", k)
+		}
+	}
+	for _, p := range problems {
+		block("context: %s", p)
 	}
 	if blocked {
 		return
@@ -462,7 +462,7 @@ func kyvernoContext(raw any) (map[string]string, []string) {
 		}
 		switch {
 		case len(lookups) > 0:
-			problems = append(problems, fmt.Sprintf("%s is a %s lookup: Kyverno reads it when it runs the rule; a MirrorPolicy has no counterpart", e.Name, strings.Join(lookups, ", ")))
+			problems = append(problems, fmt.Sprintf("%s is looked up (%s) when Kyverno runs the rule; a MirrorPolicy has no counterpart", e.Name, strings.Join(lookups, ", ")))
 		case e.Variable == nil || e.Variable.JMESPath != "" || e.Variable.Default != nil || !isString || strings.Contains(value, "{{"):
 			problems = append(problems, fmt.Sprintf("%s is computed when Kyverno runs the rule; only a variable with a fixed text value translates (it is substituted)", e.Name))
 		default:

@@ -255,7 +255,7 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 		}, {
 			name: "context lookups and expressions",
 			rule: shape("context:\n- {name: cm, configMap: {name: c, namespace: platform}}\n- {name: nm, variable: {jmesPath: request.object.metadata.name}}\n- {name: d, variable: {value: x, default: y}}"),
-			want: want{decisions: []string{"context: cm is a configMap lookup", "context: nm is computed when Kyverno runs the rule", "context: d is computed"}},
+			want: want{decisions: []string{"context: cm is looked up (configMap)", "context: nm is computed when Kyverno runs the rule", "context: d is computed"}},
 		}, {
 			name: "generate.data",
 			rule: shape("generate:\n  apiVersion: v1\n  kind: ConfigMap\n  name: defaults\n  namespace: \"{{request.object.metadata.name}}\"\n  data: {data: {a: b}}"),
@@ -284,7 +284,7 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 		}, {
 			name: "a trigger that is not a Namespace, and preconditions",
 			rule: shape("match: {any: [{resources: {kinds: [ConfigMap]}}]}", "preconditions: {all: []}"),
-			want: want{decisions: []string{"preconditions", "match: kinds [ConfigMap]: Kyverno copies when such an object is created or changed"}},
+			want: want{decisions: []string{"match: kinds [ConfigMap]: Kyverno copies when such an object is created or changed", "preconditions"}},
 		}, {
 			name: "a Namespace and another kind",
 			rule: shape("match: {any: [{resources: {kinds: [Namespace, ConfigMap]}}]}"),
