@@ -88,7 +88,7 @@ func (o *options) migrateCommand() *cobra.Command {
 	m := &migrateOptions{options: o}
 	cmd := &cobra.Command{
 		Use:   "migrate [-n NAMESPACE | -A] [--kinds secrets,configmaps] [--apply | --remove-old] [-o json]",
-		Short: "Translate kubernetes-reflector, kubernetes-replicator and kubemirror annotations into fleetmirror's",
+		Short: "Translate kubernetes-reflector, kubernetes-replicator and kubemirror annotations, and Kyverno generate rules, into fleetmirror's",
 		Long: `migrate scans objects of --kinds for the annotations of kubernetes-reflector, kubernetes-replicator
 and kubemirror and prints, per object, the fleetmirror labels and annotations that give the same result
 (+ lines) and the old tool's keys they replace (- lines). It writes nothing unless told to:
@@ -102,7 +102,15 @@ and kubemirror and prints, per object, the fleetmirror labels and annotations th
 
 An object whose annotations have no exact translation (a regular expression that is not a glob, a
 setting fleetmirror does not have) is listed under "Needs a decision" with the reason; nothing is
-written to it. With -A, namespaces labelled kubemirror.raczylo.com/allow-mirrors are migrated too.`,
+written to it. With -A, namespaces labelled kubemirror.raczylo.com/allow-mirrors are migrated too.
+
+It also reads Kyverno's ClusterPolicies and Policies and prints, never creates, the MirrorPolicies that
+do what their generate rules with clone or cloneList do when a Namespace is created: a copy under
+another name (generate.name) gets spec.targetName, synchronize: false spec.copyOnce, and
+orphanDownstreamOnPolicyDelete spec.deletionPolicy: Orphan. A rule without an exact equivalent
+(another trigger, preconditions, a variable other than {{request.object.metadata.name}} as the
+namespace, a cluster-scoped kind) is listed with the reason and gets no MirrorPolicy; a kind the agent
+refuses by default (Role, RoleBinding, ServiceAccount) is named with the flag that allows it.`,
 		Example: `  kubectl fleetmirror migrate -A
   kubectl fleetmirror migrate -n platform --kinds secrets,configmaps,ingresses.networking.k8s.io
   kubectl fleetmirror migrate -A --apply

@@ -20,6 +20,8 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/policy"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
@@ -46,8 +48,9 @@ type KyvernoRule struct {
 	// Empty when the rule's source or targets have no exact translation.
 	MirrorPolicies []v1alpha1.MirrorPolicy `json:"mirrorPolicies"`
 	Notes          []string                `json:"notes,omitempty"`
-	// Decisions say what does not translate. With MirrorPolicies, they
-	// concern what the policies leave out: decide before applying them.
+	// Decisions say why the rule does not translate. With MirrorPolicies,
+	// they say what the member agent needs to mirror the kind (a flag):
+	// decide before applying them.
 	Decisions []string `json:"decisions,omitempty"`
 }
 
@@ -138,13 +141,15 @@ type (
 		Operations        []string              `json:"operations"`
 	}
 	kyvernoGenerate struct {
-		APIVersion       string `json:"apiVersion"`
-		Kind             string `json:"kind"`
-		Name             string `json:"name"`
-		Namespace        string `json:"namespace"`
-		Synchronize      bool   `json:"synchronize"`
-		GenerateExisting *bool  `json:"generateExisting"`
-		Clone            *struct {
+		APIVersion                     string `json:"apiVersion"`
+		Kind                           string `json:"kind"`
+		Name                           string `json:"name"`
+		Namespace                      string `json:"namespace"`
+		UID                            string `json:"uid"`
+		Synchronize                    bool   `json:"synchronize"`
+		OrphanDownstreamOnPolicyDelete bool   `json:"orphanDownstreamOnPolicyDelete"`
+		GenerateExisting               *bool  `json:"generateExisting"`
+		Clone                          *struct {
 			Namespace string `json:"namespace"`
 			Name      string `json:"name"`
 		} `json:"clone"`
@@ -154,17 +159,25 @@ type (
 			Selector  *metav1.LabelSelector `json:"selector"`
 		} `json:"cloneList"`
 	}
+	// kyvernoContextEntry is one entry of a rule's context. Only a
+	// variable with a fixed value translates: its value is substituted.
+	kyvernoContextEntry struct {
+		Name     string `json:"name"`
+		Variable *struct {
+			Value    any    `json:"value"`
+			JMESPath string `json:"jmesPath"`
+			Default  any    `json:"default"`
+		} `json:"variable"`
+	}
 )
 
 // Fields of a rule and of its generate block: those the translation
-// reads, those that only a person can translate (they narrow or compute
-// what Kyverno does), and those that change nothing a MirrorPolicy does.
+// reads, and those that change nothing a MirrorPolicy does. Any other
+// field refuses the rule.
 var (
-	kyvernoRuleRead      = []string{"name", "match", "exclude", "generate"}
-	kyvernoRuleDecide    = []string{"preconditions", "celPreconditions", "context"}
-	kyvernoRuleIgnored   = []string{"skipBackgroundRequests", "reportProperties"}
-	kyvernoGenerateRead  = []string{"apiVersion", "kind", "name", "namespace", "synchronize", "generateExisting", "clone", "cloneList"}
-	kyvernoGenerateNoted = []string{"orphanDownstreamOnPolicyDelete", "uid"}
+	kyvernoRuleRead     = []string{"name", "match", "exclude", "generate", "context"}
+	kyvernoRuleIgnored  = []string{"skipBackgroundRequests", "reportProperties"}
+	kyvernoGenerateRead = []string{"apiVersion", "kind", "name", "namespace", "uid", "synchronize", "orphanDownstreamOnPolicyDelete", "generateExisting", "clone", "cloneList"}
 )
 
 // kyvernoEachNamespace is the generate.namespace that puts a copy into
@@ -191,21 +204,55 @@ func TranslateKyverno(p *unstructured.Unstructured) []KyvernoRule {
 	return out
 }
 
-// translateKyvernoRule fills r from rule. A decision about the source,
-// the targets or the copy's name leaves r without MirrorPolicies; one
-// about a part Kyverno adds on top (preconditions, one-shot copies)
-// keeps them.
+// translateKyvernoRule fills r from rule. A rule translates only when the
+// MirrorPolicies do exactly what it does (up to the differences
+// docs/migration.md names); otherwise r gets no MirrorPolicies and a
+// decision that says why. A decision that keeps the MirrorPolicies says
+// what to do before applying them.
 func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool) {
 	var blocked bool
 	block := func(format string, args ...any) {
 		blocked = true
 		r.Decisions = append(r.Decisions, fmt.Sprintf(format, args...))
 	}
+	values, problems := kyvernoContext(rule["context"])
+
+	// Where the copies go, first: a trigger that is not a Namespace is
+	// the reason most rules do not translate, and the first to fix.
+	var match, exclude kyvernoMatch
+	matchErr := strictDecode(kyvernoSubstitute(rule["match"], values), &match)
+	excludeErr := strictDecode(kyvernoSubstitute(rule["exclude"], values), &exclude)
+	v := kyvernoVariables(match, exclude)
+	switch {
+	case matchErr != nil:
+		block("match: %v", matchErr)
+	case excludeErr != nil:
+		block("exclude: %v", excludeErr)
+	case v != "":
+		block("match or exclude uses the variable %s: its value is known only when Kyverno runs the rule", v)
+	}
+	var t kyvernoTargetSet
+	if matchErr == nil && v == "" {
+		var decisions []string
+		t, decisions = kyvernoTargets(match)
+		for _, d := range decisions {
+			block("match: %s", d)
+		}
+	}
+
+	// What else the rule says. The source namespace is known even for a
+	// rule refused, so that migrate -n lists it with its namespace.
+	var gen kyvernoGenerate
+	if err := json.Unmarshal(mustJSON(kyvernoSubstitute(rule["generate"], values)), &gen); err != nil {
+		block("generate: %v", err) // a field of the wrong type; unknown ones are refused below
+	} else if ns := gen.sourceNamespace(); !strings.Contains(ns, "{{") {
+		r.SourceNamespace = ns
+	}
 	for _, k := range sortedKeys(rule) {
 		switch {
 		case slices.Contains(kyvernoRuleRead, k), slices.Contains(kyvernoRuleIgnored, k):
-		case slices.Contains(kyvernoRuleDecide, k):
-			r.Decisions = append(r.Decisions, fmt.Sprintf("%s: Kyverno evaluates them for each namespace; a MirrorPolicy has no counterpart, so the printed one mirrors into every namespace the rule matches without them", k))
+		case k == "preconditions" || k == "celPreconditions":
+			block("%s: Kyverno tests them on each namespace when it runs the rule; a MirrorPolicy has no conditions: say which namespaces in match (names, a label selector) and migrate again", k)
 		default:
 			block("%s: a MirrorPolicy has no counterpart", k)
 		}
@@ -213,66 +260,44 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 	genRaw, _ := rule["generate"].(map[string]any)
 	for _, k := range sortedKeys(genRaw) {
 		switch {
-		case slices.Contains(kyvernoGenerateRead, k), slices.Contains(kyvernoGenerateNoted, k):
+		case slices.Contains(kyvernoGenerateRead, k):
 		case k == "data":
 			block("generate.data creates an object from the policy's own content, not a copy of an existing object: create a source that holds it, then a MirrorPolicy for it")
 		default:
 			block("generate.%s: a MirrorPolicy has no counterpart", k)
 		}
 	}
-	if blocked {
-		return
-	}
-	var gen kyvernoGenerate
-	var match, exclude kyvernoMatch
-	for _, part := range []struct {
-		field string
-		into  any
-	}{{"generate", &gen}, {"match", &match}, {"exclude", &exclude}} {
-		if err := strictDecode(rule[part.field], part.into); err != nil {
-			block("%s: %v", part.field, err)
-		}
+	for _, p := range problems {
+		block("context: %s", p)
 	}
 	if blocked {
 		return
 	}
-	if v := kyvernoVariables(rule["match"], rule["exclude"], gen.Name, gen.Kind, gen.APIVersion, gen.Clone, gen.CloneList); v != "" {
+	notes, decisions := t.exclude(exclude, r.SourceNamespace)
+	for _, d := range decisions {
+		block("exclude: %s", d)
+	}
+	r.Notes = append(r.Notes, notes...)
+	if blocked {
+		return
+	}
+	if v := kyvernoVariables(gen.Name); v != "" {
+		block("generate.name %q uses the variable %s: the copies' name is known only when Kyverno runs the rule, and a MirrorPolicy names its copies once (spec.targetName)", gen.Name, v)
+	}
+	if v := kyvernoVariables(gen.Kind, gen.APIVersion, gen.Clone, gen.CloneList); v != "" {
 		block("uses the variable %s: its value is known only when Kyverno runs the rule", v)
 	}
 	if blocked {
 		return
 	}
 
-	// Where the copies go.
-	spec := v1alpha1.MirrorPolicySpec{}
-	entries, selector, decisions := kyvernoTargets(match)
-	for _, d := range decisions {
-		block("match: %s", d)
-	}
-	for _, d := range kyvernoExclude(exclude, entries) {
-		block("exclude: %s", d)
-	}
-	switch {
-	case kyvernoEachNamespace.MatchString(strings.TrimSpace(gen.Namespace)):
-	case strings.Contains(gen.Namespace, "{{"):
-		block("generate.namespace %q uses a variable: only {{request.object.metadata.name}}, each matched namespace, translates", gen.Namespace)
-	case gen.Namespace == "":
-		block("generate.namespace is empty: Kyverno copies into the policy's namespace; a MirrorPolicy copies into the namespaces it targets")
-	default:
-		block("generate.namespace %q: Kyverno copies into that one namespace whenever the rule matches; a MirrorPolicy copies into the namespaces it targets", gen.Namespace)
-	}
-	spec.TargetNamespaces = entries
-	if selector != "" {
-		spec.TargetNamespaceSelector = &selector
-	}
-
-	// What is copied.
+	// What is copied, and from where.
 	var sources []v1alpha1.PolicySource
+	spec := v1alpha1.MirrorPolicySpec{}
 	switch {
 	case gen.Clone != nil && gen.CloneList != nil:
 		block("generate has both clone and cloneList")
 	case gen.Clone != nil:
-		r.SourceNamespace = gen.Clone.Namespace
 		src, err := kyvernoKind(gen.APIVersion + "/" + gen.Kind)
 		if gen.APIVersion == "" || gen.Kind == "" {
 			err = fmt.Errorf("generate.apiVersion and generate.kind must name the kind of clone")
@@ -280,14 +305,26 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 		switch {
 		case err != nil:
 			block("%v", err)
+		case gen.Clone.Name == "":
+			block("clone.name is empty: it names no object to copy")
+		case gen.Name == "":
+			block("generate.name is empty: Kyverno refuses such a rule (the name of the copies)")
 		case gen.Name != gen.Clone.Name:
-			block("generate.name %q differs from clone.name %q: a mirror keeps its source's name (transform rules cannot change metadata.name)", gen.Name, gen.Clone.Name)
+			if errs := validation.IsDNS1123Subdomain(gen.Name); len(errs) > 0 {
+				block("generate.name %q is not a valid object name: %s", gen.Name, errs[0])
+			}
+			// Copies under another name: the one source, each copy named
+			// as Kyverno names it.
+			spec.TargetName = gen.Name
+			fallthrough
 		default:
 			src.Names = []string{gen.Clone.Name}
 			sources = append(sources, src)
 		}
 	case gen.CloneList != nil:
-		r.SourceNamespace = gen.CloneList.Namespace
+		if gen.Name != "" {
+			block("generate.name %q with cloneList: the copies of a cloneList keep their sources' names", gen.Name)
+		}
 		if gen.CloneList.Selector == nil || len(gen.CloneList.Selector.MatchLabels)+len(gen.CloneList.Selector.MatchExpressions) == 0 {
 			block("cloneList has no selector: it copies every object of its kinds, and a MirrorPolicy names its sources by name or by a selector that selects something")
 		} else if w := kyvernoSelectorWildcard(gen.CloneList.Selector); w != "" {
@@ -308,21 +345,57 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 	default:
 		block("generate has neither clone nor cloneList")
 	}
-	if errs := validation.IsDNS1123Label(r.SourceNamespace); r.SourceNamespace != "" && len(errs) > 0 {
+	for _, src := range sources {
+		refusal, blocks := kyvernoKindRefusal(src, r.SourceNamespace)
+		switch {
+		case refusal == "":
+		case blocks:
+			block("%s", refusal)
+		default:
+			r.Decisions = append(r.Decisions, refusal)
+		}
+	}
+	switch errs := validation.IsDNS1123Label(r.SourceNamespace); {
+	case blocked:
+	case r.SourceNamespace == "":
+		block("the rule names no source namespace (clone.namespace or cloneList.namespace): Kyverno refuses such a cloneList of a namespaced kind, and looks the source of such a clone up as a cluster-scoped object, finding none; a MirrorPolicy without a namespace would copy out of whatever namespace kubectl apply uses")
+	case len(errs) > 0:
 		block("the source namespace %q is not a valid namespace name", r.SourceNamespace)
+	}
+
+	switch {
+	case kyvernoEachNamespace.MatchString(strings.TrimSpace(gen.Namespace)):
+	case strings.Contains(gen.Namespace, "{{"):
+		block("generate.namespace %q uses a variable: only {{request.object.metadata.name}}, each matched namespace, translates", gen.Namespace)
+	case gen.Namespace == "":
+		block("generate.namespace is empty: Kyverno copies into the policy's namespace (or makes a cluster-scoped copy); a MirrorPolicy copies into the namespaces it targets")
+	default:
+		block("generate.namespace %q: Kyverno copies into that one namespace whenever the rule matches; a MirrorPolicy copies into the namespaces it targets", gen.Namespace)
+	}
+	spec.TargetNamespaces = t.entries
+	if t.selector != "" {
+		spec.TargetNamespaceSelector = &t.selector
 	}
 	if blocked {
 		return
 	}
 
 	// How the copies are kept.
-	if gen.Synchronize {
-		r.Notes = append(r.Notes, "synchronize: true: the copies follow their source, as a mirror always does")
-	} else {
-		r.Decisions = append(r.Decisions, "synchronize is false: Kyverno copied once and never updates the copies; a mirror follows its source")
+	switch {
+	case !gen.Synchronize:
+		spec.CopyOnce = true
+		r.Notes = append(r.Notes, "synchronize: false: copyOnce: each copy is made once and then left to its namespace (not updated, not made again once deleted, kept when the source or the MirrorPolicy goes)")
+	case gen.OrphanDownstreamOnPolicyDelete:
+		spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
+		r.Notes = append(r.Notes, "synchronize: true with orphanDownstreamOnPolicyDelete: the copies follow their source; deleting the MirrorPolicy leaves them as plain objects (deletionPolicy: Orphan)")
+	default:
+		r.Notes = append(r.Notes, "synchronize: true: the copies follow their source, and a key added to a copy is removed; deleting the MirrorPolicy deletes them (set deletionPolicy: Orphan to keep them)")
+	}
+	if gen.UID != "" {
+		r.Notes = append(r.Notes, "generate.uid is left out: it is the UID of one object Kyverno made, which no copy of the agent has")
 	}
 	if existing := gen.GenerateExisting; (existing == nil && !specExisting) || (existing != nil && !*existing) {
-		r.Notes = append(r.Notes, "generateExisting is off: Kyverno copied only into namespaces created after the policy; the MirrorPolicy also mirrors into the namespaces that exist already")
+		r.Notes = append(r.Notes, "generateExisting is off: Kyverno copied only into namespaces created after the policy; the MirrorPolicy also copies into the namespaces that exist already")
 	}
 	if slices.Contains(spec.TargetNamespaces, annotations.KeywordAll) {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s skips the source's own namespace, the agent's --excluded-namespaces (default %s) and namespaces labelled %s=false",
@@ -351,24 +424,141 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 	}
 }
 
-// kyvernoTargets translates the namespaces a rule matches into target
-// entries and a namespace selector, or says why it cannot: fleetmirror
-// targets namespaces, so the trigger must be the creation of a Namespace.
-func kyvernoTargets(m kyvernoMatch) (entries []string, selector string, decisions []string) {
-	filters, d := kyvernoFilters(m)
+// sourceNamespace is where the objects the rule copies are.
+func (g *kyvernoGenerate) sourceNamespace() string {
+	switch {
+	case g.Clone != nil:
+		return g.Clone.Namespace
+	case g.CloneList != nil:
+		return g.CloneList.Namespace
+	}
+	return ""
+}
+
+// kyvernoContext returns the fixed values of a rule's context by name,
+// and what in it does not translate: a lookup (configMap, apiCall,
+// imageRegistry, globalReference) or a JMESPath expression is evaluated
+// when Kyverno runs the rule.
+func kyvernoContext(raw any) (map[string]string, []string) {
+	list, _ := raw.([]any)
+	values := map[string]string{}
+	var problems []string
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		var e kyvernoContextEntry
+		if err := json.Unmarshal(mustJSON(m), &e); err != nil || e.Name == "" {
+			problems = append(problems, fmt.Sprintf("an entry without a name: %v", m))
+			continue
+		}
+		var lookups []string
+		for _, k := range sortedKeys(m) {
+			if k != "name" && k != "variable" {
+				lookups = append(lookups, k)
+			}
+		}
+		value, isString := "", false
+		if e.Variable != nil {
+			value, isString = e.Variable.Value.(string)
+		}
+		switch {
+		case len(lookups) > 0:
+			problems = append(problems, fmt.Sprintf("%s is looked up (%s) when Kyverno runs the rule; a MirrorPolicy has no counterpart", e.Name, strings.Join(lookups, ", ")))
+		case e.Variable == nil || e.Variable.JMESPath != "" || e.Variable.Default != nil || !isString || strings.Contains(value, "{{"):
+			problems = append(problems, fmt.Sprintf("%s is computed when Kyverno runs the rule; only a variable with a fixed text value translates (it is substituted)", e.Name))
+		default:
+			values[e.Name] = value
+		}
+	}
+	return values, problems
+}
+
+// kyvernoSubstitute returns v (a part of a rule) with each {{NAME}} of a
+// context variable in values replaced by its value, as Kyverno does.
+func kyvernoSubstitute(v any, values map[string]string) any {
+	if len(values) == 0 || v == nil {
+		return v
+	}
+	s := string(mustJSON(v))
+	for name, value := range values {
+		ref := regexp.MustCompile(`\{\{\s*` + regexp.QuoteMeta(name) + `\s*\}\}`)
+		quoted := mustJSON(value)
+		s = ref.ReplaceAllLiteralString(s, string(quoted[1:len(quoted)-1]))
+	}
+	var out any
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return v
+	}
+	return out
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// kyvernoClusterScoped are the built-in cluster-scoped kinds a rule may
+// clone: a MirrorPolicy copies objects of its namespace into other
+// namespaces, so none of them can be mirrored.
+var kyvernoClusterScoped = []schema.GroupKind{
+	{Kind: "Namespace"}, {Kind: "Node"}, {Kind: "PersistentVolume"},
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}, {Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"},
+	{Group: "storage.k8s.io", Kind: "StorageClass"}, {Group: "storage.k8s.io", Kind: "CSIDriver"},
+	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}, {Group: "node.k8s.io", Kind: "RuntimeClass"},
+	{Group: "networking.k8s.io", Kind: "IngressClass"},
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"},
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"},
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"},
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"},
+	{Group: "kyverno.io", Kind: "ClusterPolicy"},
+}
+
+// kyvernoKindRefusal says why the agent would not mirror src as the
+// member agent runs by default, or "" when it would; blocks says that no
+// flag changes that.
+func kyvernoKindRefusal(src v1alpha1.PolicySource, namespace string) (reason string, blocks bool) {
+	gv, _ := schema.ParseGroupVersion(src.APIVersion)
+	gk := schema.GroupKind{Group: gv.Group, Kind: src.Kind}
+	switch {
+	case slices.Contains(kyvernoClusterScoped, gk):
+		return fmt.Sprintf("%s is cluster-scoped: a MirrorPolicy copies namespaced objects of its own namespace into other namespaces, so no MirrorPolicy can copy a %s", src.Kind, src.Kind), true
+	case gk.Group == "fleetmirror.io":
+		return fmt.Sprintf("%s objects are never mirrored: a copy would let the editors of its source's namespace copy objects out of each target", src.Kind), true
+	case slices.Contains(clusters.PrivilegeKinds, gk):
+		return fmt.Sprintf("%s hands out privileges: the member agent refuses to mirror it unless it runs with --allow-privilege-kinds, which lets whoever may create a MirrorPolicy in %s grant what it carries in every target", src.Kind, namespace), false
+	case slices.Contains(clusters.DeniedKinds, gk):
+		return fmt.Sprintf("the member agent does not discover %s for mirroring (its built-in deny list); it mirrors one only when --resource-types names the kind", src.Kind), false
+	}
+	return "", false
+}
+
+// kyvernoTargetSet is where a rule's copies go: target entries and a
+// namespace selector, which add up, as a MirrorPolicy has them.
+type kyvernoTargetSet struct {
+	entries  []string
+	selector string
+}
+
+// kyvernoTargets translates the namespaces a rule matches into targets, or
+// says why it cannot: fleetmirror targets namespaces, so the trigger must
+// be the creation of a Namespace.
+func kyvernoTargets(m kyvernoMatch) (kyvernoTargetSet, []string) {
+	filters, d := kyvernoFilters(m, "match")
 	if d != "" {
-		return nil, "", []string{d}
+		return kyvernoTargetSet{}, []string{d}
 	}
 	var all bool
-	var selectors []string
+	var entries, selectors, decisions []string
 	for _, f := range filters {
 		if d := kyvernoNamespaceFilter(f); d != "" {
 			decisions = append(decisions, d)
 			continue
 		}
 		res := f.Resources
-		names := kyvernoNames(res)
+		names, d := kyvernoNames(res)
 		switch {
+		case d != "":
+			decisions = append(decisions, d)
 		case len(names) > 0 && res.Selector != nil:
 			decisions = append(decisions, "names and selector together select the namespaces that match both; target entries and a selector add up")
 		case res.Selector != nil:
@@ -400,51 +590,228 @@ func kyvernoTargets(m kyvernoMatch) (entries []string, selector string, decision
 	}
 	switch {
 	case len(decisions) > 0:
-		return nil, "", decisions
+		return kyvernoTargetSet{}, decisions
 	case all:
-		return []string{annotations.KeywordAll}, "", nil
+		return kyvernoTargetSet{entries: []string{annotations.KeywordAll}}, nil
 	case len(selectors) > 1:
-		return nil, "", []string{fmt.Sprintf("the selectors %s are alternatives; a MirrorPolicy has one selector", strings.Join(selectors, " or "))}
+		return kyvernoTargetSet{}, []string{fmt.Sprintf("the selectors %s are alternatives; a MirrorPolicy has one selector", strings.Join(selectors, " or "))}
 	case len(selectors) == 1:
-		selector = selectors[0]
+		return kyvernoTargetSet{entries: entries, selector: selectors[0]}, nil
 	}
-	return entries, selector, nil
+	return kyvernoTargetSet{entries: entries}, nil
 }
 
-// kyvernoExclude says what of an exclude block does not translate. The
-// only exclusions that do are names the agent excludes by default, from
-// every target.
-func kyvernoExclude(m kyvernoMatch, entries []string) []string {
-	filters, d := kyvernoFilters(m)
+// kyvernoNameLabel is the label the API server sets on every namespace to
+// its name: a selector on it excludes namespaces by name.
+const kyvernoNameLabel = "kubernetes.io/metadata.name"
+
+// exclude takes the namespaces an exclude block excludes out of t, where
+// that has an exact equivalent. A MirrorPolicy's targets have no
+// negation, but the source's namespace is never a target, all skips the
+// agent's default --excluded-namespaces, a plain name can be left out of
+// the names, and a selector can leave out names (on kubernetes.io/metadata.name)
+// or the namespaces one label requirement selects. It returns notes on
+// what translated and decisions on what did not.
+func (t *kyvernoTargetSet) exclude(m kyvernoMatch, sourceNamespace string) (notes, decisions []string) {
+	filters, d := kyvernoFilters(m, "exclude")
 	if d != "" {
-		return []string{d}
+		return nil, []string{d}
 	}
-	var decisions []string
+	var names, requirements []string
 	for _, f := range filters {
-		if d := kyvernoNamespaceFilter(f); d != "" {
-			decisions = append(decisions, d)
+		res := f.Resources
+		switch {
+		case len(f.Subjects)+len(f.Roles)+len(f.ClusterRoles) > 0:
+			decisions = append(decisions, "subjects, roles and clusterRoles select who makes the request; a MirrorPolicy does not look at who creates a namespace")
 			continue
-		}
-		names := kyvernoNames(f.Resources)
-		if len(names) == 0 || f.Resources.Selector != nil {
-			decisions = append(decisions, "target entries have no negation; only the names of the agent's default --excluded-namespaces ("+strings.Join(targets.DefaultExcludedNamespaces, ", ")+") translate")
-			continue
-		}
-		for _, n := range names {
-			if !slices.Contains(targets.DefaultExcludedNamespaces, n) || slices.Contains(entries, n) {
-				decisions = append(decisions, fmt.Sprintf("names: %q: target entries have no negation; label the namespace %s=false, or list the namespaces to target", n, annotations.LabelAllowMirrors))
+		case res == nil || kyvernoEmptyResources(res):
+			continue // Kyverno excludes nothing with an empty filter
+		case len(res.Kinds) > 0 && !slices.ContainsFunc(res.Kinds, kyvernoNamespaceKind):
+			if k := slices.IndexFunc(res.Kinds, func(k string) bool { return strings.ContainsAny(k, "*?") }); k >= 0 {
+				decisions = append(decisions, fmt.Sprintf("kinds %v: the wildcard %q may match Namespace; write Namespace", res.Kinds, res.Kinds[k]))
 			}
+			continue // it never excludes a Namespace
+		case res.NamespaceSelector != nil:
+			notes = append(notes, "exclude: a filter with namespaceSelector is left out: Kyverno does not apply namespaceSelector to a Namespace, so it excludes none")
+			continue
+		case len(res.Annotations) > 0:
+			decisions = append(decisions, "annotations: a MirrorPolicy selects namespaces by name or label, not by annotation")
+			continue
+		case len(res.Operations) > 0:
+			decisions = append(decisions, fmt.Sprintf("operations %v: the exclusion depends on the request; a MirrorPolicy does not look at requests", res.Operations))
+			continue
+		}
+		filterNames, d := kyvernoNames(res)
+		switch {
+		case d != "":
+			decisions = append(decisions, d)
+		case len(filterNames) > 0 && res.Selector != nil:
+			decisions = append(decisions, "names and selector together exclude the namespaces that match both; a MirrorPolicy has no counterpart")
+		case res.Selector != nil:
+			req, d := kyvernoNegation(res.Selector)
+			if d != "" {
+				decisions = append(decisions, d)
+			} else {
+				requirements = append(requirements, req)
+			}
+		case len(filterNames) == 0:
+			decisions = append(decisions, "the filter excludes every namespace: the rule copies nothing")
+		default:
+			names = append(names, filterNames...)
 		}
 	}
-	return decisions
+	if len(decisions) > 0 {
+		return nil, decisions
+	}
+	for _, n := range names {
+		e, err := kyvernoNamePattern(n)
+		if err != nil {
+			decisions = append(decisions, fmt.Sprintf("names: %q: %v", n, err))
+			continue
+		}
+		note, d := t.excludeName(e, sourceNamespace)
+		if d != "" {
+			decisions = append(decisions, d)
+		} else if note != "" {
+			notes = append(notes, note)
+		}
+	}
+	if len(requirements) > 0 {
+		if d := t.narrow(requirements); d != "" {
+			decisions = append(decisions, d)
+		} else {
+			notes = append(notes, fmt.Sprintf("exclude: by label, the selector %s", t.selector))
+		}
+	}
+	if len(decisions) == 0 && len(t.entries) == 0 && t.selector == "" {
+		decisions = append(decisions, "it excludes every namespace the rule matches: the rule copies nothing")
+	}
+	return notes, decisions
 }
 
-// kyvernoFilters are the resource filters of a match or exclude block,
-// any of which matches; the empty block has none.
-func kyvernoFilters(m kyvernoMatch) ([]kyvernoFilter, string) {
+// excludeName leaves the namespaces of n (a name or a glob, as a target
+// entry spells it) out of t, or says why that has no exact equivalent.
+func (t *kyvernoTargetSet) excludeName(n, sourceNamespace string) (note, decision string) {
+	g := glob.MustParse(n)
+	skipped := g.Literal() && slices.Contains(targets.DefaultExcludedNamespaces, n)
+	noNegation := fmt.Sprintf("names: %q: a MirrorPolicy's targets have no negation", n)
+	remedy := fmt.Sprintf("list the namespaces to target, or have the agent skip %s with --excluded-namespaces (for all its sources), then migrate without the exclusion", n)
+	switch {
+	case n == annotations.KeywordAll:
+		return "", "it excludes every namespace: the rule copies nothing"
+	case g.Literal() && n == sourceNamespace:
+		return fmt.Sprintf("exclude: %s holds the source, which a MirrorPolicy never copies into", n), ""
+	}
+	var kept []string
+	toSelector := false
+	for _, e := range t.entries {
+		eg := glob.MustParse(e)
+		switch {
+		case e == annotations.KeywordAll && !g.Literal():
+			return "", fmt.Sprintf("%s, and a selector on %s takes names, not globs; %s", noNegation, kyvernoNameLabel, remedy)
+		case e == annotations.KeywordAll && skipped:
+			note = fmt.Sprintf("exclude: %s is one of the agent's default --excluded-namespaces, which all skips", n)
+		case e == annotations.KeywordAll:
+			toSelector = true
+			continue
+		case eg.Literal() && g.Match(e):
+			note = fmt.Sprintf("exclude: %s is left out of targetNamespaces", e)
+			continue
+		case !eg.Literal() && (!g.Literal() || eg.Match(n) && !skipped):
+			return "", fmt.Sprintf("%s, and the target entry %s may include it; %s", noNegation, e, remedy)
+		}
+		kept = append(kept, e)
+	}
+	t.entries = kept
+	switch {
+	case toSelector:
+		// Every namespace but n, and but those all skips by default.
+		t.selector = kyvernoNotIn(t.selector, append(slices.Clone(targets.DefaultExcludedNamespaces), n))
+		note = fmt.Sprintf("exclude: %s, with a selector on %s instead of all (which also leaves out %s, as all does)", n, kyvernoNameLabel, strings.Join(targets.DefaultExcludedNamespaces, ", "))
+	case t.selector != "" && !g.Literal():
+		return "", fmt.Sprintf("%s, and a selector on %s takes names, not globs; %s", noNegation, kyvernoNameLabel, remedy)
+	case t.selector != "":
+		t.selector = kyvernoNotIn(t.selector, []string{n})
+		note = fmt.Sprintf("exclude: %s, by the selector on %s", n, kyvernoNameLabel)
+	}
+	return note, ""
+}
+
+// kyvernoNotIn adds to selector that the name label is none of names,
+// merging with such a requirement already there.
+func kyvernoNotIn(selector string, names []string) string {
+	sel, _ := metav1.ParseToLabelSelector(selector)
+	if sel == nil {
+		sel = &metav1.LabelSelector{}
+	}
+	i := slices.IndexFunc(sel.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+		return r.Key == kyvernoNameLabel && r.Operator == metav1.LabelSelectorOpNotIn
+	})
+	if i < 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: kyvernoNameLabel, Operator: metav1.LabelSelectorOpNotIn})
+		i = len(sel.MatchExpressions) - 1
+	}
+	values := append(sel.MatchExpressions[i].Values, names...)
+	slices.Sort(values)
+	sel.MatchExpressions[i].Values = slices.Compact(values)
+	s, _ := metav1.LabelSelectorAsSelector(sel)
+	return s.String()
+}
+
+// narrow adds to t's selector the negated label requirements; with target
+// entries it cannot (entries and a selector add up).
+func (t *kyvernoTargetSet) narrow(requirements []string) string {
+	switch {
+	case len(t.entries) == 0 && t.selector == "":
+		return "" // the names excluded everything already
+	case slices.Equal(t.entries, []string{annotations.KeywordAll}):
+		t.entries = nil
+		t.selector = kyvernoNotIn("", targets.DefaultExcludedNamespaces)
+	case len(t.entries) > 0:
+		return fmt.Sprintf("selector: excluding by label the namespaces that %v name has no counterpart: target entries have no negation, and entries and a selector add up", t.entries)
+	}
+	t.selector = strings.Join(append([]string{t.selector}, requirements...), ",")
+	return ""
+}
+
+// kyvernoNegation is the label requirement that selects the namespaces
+// sel does not select, when sel has one requirement; otherwise it says why
+// not.
+func kyvernoNegation(sel *metav1.LabelSelector) (string, string) {
+	if w := kyvernoSelectorWildcard(sel); w != "" {
+		return "", "selector: " + w
+	}
+	if len(sel.MatchLabels)+len(sel.MatchExpressions) != 1 {
+		return "", "selector: a namespace is excluded when it matches all of the selector's requirements; a MirrorPolicy's selector can leave out what one requirement selects, not several together"
+	}
+	for k, v := range sel.MatchLabels {
+		return k + "!=" + v, ""
+	}
+	r := sel.MatchExpressions[0]
+	negated := map[metav1.LabelSelectorOperator]metav1.LabelSelectorOperator{
+		metav1.LabelSelectorOpIn: metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpNotIn: metav1.LabelSelectorOpIn,
+		metav1.LabelSelectorOpExists: metav1.LabelSelectorOpDoesNotExist, metav1.LabelSelectorOpDoesNotExist: metav1.LabelSelectorOpExists,
+	}
+	op, ok := negated[r.Operator]
+	if !ok {
+		return "", fmt.Sprintf("selector: the operator %q is not a label selector's", r.Operator)
+	}
+	s, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: r.Key, Operator: op, Values: r.Values}}})
+	if err != nil {
+		return "", fmt.Sprintf("selector: %v", err)
+	}
+	return s.String(), ""
+}
+
+// kyvernoFilters are the resource filters of a match or exclude block
+// (part), any of which matches; the empty block has none.
+func kyvernoFilters(m kyvernoMatch, part string) ([]kyvernoFilter, string) {
 	legacy := m.Resources != nil || len(m.Subjects)+len(m.Roles)+len(m.ClusterRoles) > 0
 	switch {
 	case len(m.All) > 1 || (len(m.All) > 0 && (len(m.Any) > 0 || legacy)) || (len(m.Any) > 0 && legacy):
+		if part == "exclude" {
+			return nil, "all: Kyverno excludes a namespace only when every filter matches it; only alternatives (any) translate"
+		}
 		return nil, "all: the filters must hold together; only alternatives (any) translate"
 	case len(m.All) == 1:
 		return m.All, ""
@@ -454,8 +821,17 @@ func kyvernoFilters(m kyvernoMatch) ([]kyvernoFilter, string) {
 	return m.Any, ""
 }
 
-// kyvernoNamespaceFilter says why filter does not select namespaces by
-// their names or labels alone, or "" when it does.
+// kyvernoNamespaceKind reports whether a kind of a filter is Namespace.
+func kyvernoNamespaceKind(k string) bool { return k == "Namespace" || k == "v1/Namespace" }
+
+// kyvernoEmptyResources reports whether res sets nothing.
+func kyvernoEmptyResources(res *kyvernoResources) bool {
+	return len(res.Kinds)+len(res.Names)+len(res.Namespaces)+len(res.Annotations)+len(res.Operations) == 0 &&
+		res.Name == "" && res.Selector == nil && res.NamespaceSelector == nil
+}
+
+// kyvernoNamespaceFilter says why filter of a match block does not select
+// namespaces by their names or labels alone, or "" when it does.
 func kyvernoNamespaceFilter(f kyvernoFilter) string {
 	res := f.Resources
 	switch {
@@ -463,23 +839,34 @@ func kyvernoNamespaceFilter(f kyvernoFilter) string {
 		return "subjects, roles and clusterRoles select who makes the request; a MirrorPolicy does not look at who creates a namespace"
 	case res == nil:
 		return "a filter without resources"
-	case len(res.Kinds) == 0 || slices.ContainsFunc(res.Kinds, func(k string) bool { return k != "Namespace" && k != "v1/Namespace" }):
+	case len(res.Kinds) == 0 || !slices.ContainsFunc(res.Kinds, kyvernoNamespaceKind):
 		return fmt.Sprintf("kinds %v: Kyverno copies when such an object is created or changed; a MirrorPolicy copies into namespaces, so only kinds [Namespace] translate", res.Kinds)
-	case len(res.Namespaces) > 0 || res.NamespaceSelector != nil || len(res.Annotations) > 0:
-		return "namespaces, namespaceSelector and annotations have no counterpart for namespaces; use names or selector"
+	case slices.ContainsFunc(res.Kinds, func(k string) bool { return !kyvernoNamespaceKind(k) }):
+		return fmt.Sprintf("kinds %v: Kyverno also copies when an object of another kind than Namespace is created or changed; only kinds [Namespace] translate", res.Kinds)
+	case res.NamespaceSelector != nil:
+		return "namespaceSelector: Kyverno does not apply it to a Namespace, so the filter matches no namespace; select namespaces with selector"
+	case len(res.Annotations) > 0:
+		return "annotations: a MirrorPolicy selects namespaces by name or label, not by annotation"
 	case len(res.Operations) > 0 && !slices.Contains(res.Operations, "CREATE"):
 		return fmt.Sprintf("operations %v: without CREATE, Kyverno copies only when a namespace changes", res.Operations)
 	}
 	return ""
 }
 
-// kyvernoNames are the names of a filter, both spellings.
-func kyvernoNames(res *kyvernoResources) []string {
+// kyvernoNames are the names of a filter: for a Namespace, Kyverno
+// matches both names (and name) and namespaces against its name.
+func kyvernoNames(res *kyvernoResources) ([]string, string) {
 	names := slices.Clone(res.Names)
 	if res.Name != "" {
 		names = append(names, res.Name)
 	}
-	return names
+	switch {
+	case len(names) > 0 && len(res.Namespaces) > 0:
+		return nil, "names and namespaces together: a Namespace matches when its name matches one of each; a MirrorPolicy has no counterpart"
+	case len(res.Namespaces) > 0:
+		return slices.Clone(res.Namespaces), ""
+	}
+	return names, ""
 }
 
 // kyvernoNamePattern translates a Kyverno name pattern over namespaces

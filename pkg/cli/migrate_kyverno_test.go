@@ -57,164 +57,6 @@ func cloneRule(match, extra, generate string) string {
 	return "  - name: copy\n    match:\n      " + match + extra + "    generate:\n      " + generate
 }
 
-func TestTranslateKyverno(t *testing.T) {
-	regcred := v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}}
-	shared := &metav1.LabelSelector{MatchLabels: map[string]string{"share": "true"}}
-	ptr := func(s string) *string { return &s }
-	// changed is cloneRule's policy with old replaced by with in generate.
-	changed := func(old, with string, n int) *unstructured.Unstructured {
-		return kyvernoPolicy(t, "", "sync", cloneRule("", "", strings.Replace(cloneGenerate, old, with, n)))
-	}
-	type want struct {
-		// policies are the names and specs of the MirrorPolicies, all in
-		// platform.
-		policies map[string]v1alpha1.MirrorPolicySpec
-		// decisions and notes hold a part of each decision, in order, and
-		// of some notes.
-		decisions, notes []string
-	}
-	for _, tc := range []struct {
-		name   string
-		policy *unstructured.Unstructured
-		want   want
-	}{{
-		name:   "clone into every namespace",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "", "")),
-		want: want{
-			policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"all"}}},
-			notes:    []string{"synchronize: true", "generateExisting is off", "all skips the source's own namespace", "does not adopt"},
-		},
-	}, {
-		name:   "clone into named namespaces and globs, two filters",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [team-*, prod]\n      - resources:\n          kinds: [v1/Namespace]\n          names: [\"ns-?-x\"]\n", "", "")),
-		want:   want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"team-*", "prod", "ns-?-x"}}}},
-	}, {
-		name:   "the name * is every namespace; legacy match.resources",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("resources:\n        kinds: [Namespace]\n        names: [\"*\"]\n", "", "")),
-		want:   want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"all"}}}},
-	}, {
-		name:   "namespaces selected by label, kube-system excluded as the agent does",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          selector:\n            matchLabels: {env: prod}\n            matchExpressions: [{key: team, operator: In, values: [a, b]}]\n", "    exclude:\n      any:\n      - resources:\n          kinds: [Namespace]\n          names: [kube-system]\n", "")),
-		want:   want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaceSelector: ptr("env=prod,team in (a,b)")}}},
-	}, {
-		name: "cloneList of two kinds",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "",
-			"namespace: \"{{ request.object.metadata.name }}\"\n      synchronize: true\n      generateExisting: true\n      cloneList:\n        namespace: platform\n        kinds: [v1/Secret, apps/v1/Deployment]\n        selector:\n          matchLabels: {share: \"true\"}\n")),
-		want: want{policies: map[string]v1alpha1.MirrorPolicySpec{
-			"sync-copy-secret":     {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Selector: shared}, TargetNamespaces: []string{"all"}},
-			"sync-copy-deployment": {Source: v1alpha1.PolicySource{APIVersion: "apps/v1", Kind: "Deployment", Selector: shared}, TargetNamespaces: []string{"all"}},
-		}},
-	}, {
-		name:   "a one-shot copy: printed, with a decision",
-		policy: changed("synchronize: true", "synchronize: false", 1),
-		want: want{
-			policies:  map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"all"}}},
-			decisions: []string{"synchronize is false"},
-		},
-	}, {
-		name:   "preconditions and context: printed, with decisions",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "    context:\n      - name: x\n        variable: {value: 1}\n    preconditions:\n      all:\n      - key: \"{{request.object.metadata.labels.tier}}\"\n        operator: Equals\n        value: gold\n", "")),
-		want: want{
-			policies:  map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"all"}}},
-			decisions: []string{"context: Kyverno evaluates", "preconditions: Kyverno evaluates"},
-		},
-	}, {
-		name:   "generate.data",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "", "apiVersion: v1\n      kind: ConfigMap\n      name: defaults\n      namespace: \"{{request.object.metadata.name}}\"\n      data:\n        data: {a: b}\n")),
-		want:   want{decisions: []string{"generate.data creates an object"}},
-	}, {
-		name:   "a namespace from a label",
-		policy: changed("request.object.metadata.name", "request.object.metadata.labels.team", 1),
-		want:   want{decisions: []string{"generate.namespace \"{{request.object.metadata.labels.team}}\" uses a variable"}},
-	}, {
-		name:   "a variable in the source",
-		policy: changed("name: regcred\n", "name: \"{{request.object.metadata.labels.secret}}\"\n", 2),
-		want:   want{decisions: []string{"uses the variable {{request.object.metadata.labels.secret}}"}},
-	}, {
-		name:   "a fixed namespace",
-		policy: changed("\"{{request.object.metadata.name}}\"", "prod", 1),
-		want:   want{decisions: []string{"generate.namespace \"prod\": Kyverno copies into that one namespace"}},
-	}, {
-		name:   "a copy under another name",
-		policy: changed("name: regcred\n", "name: pull-secret\n", 1),
-		want:   want{decisions: []string{"generate.name \"pull-secret\" differs from clone.name \"regcred\""}},
-	}, {
-		name:   "names that do not translate",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [team.a, \"ns-?\", all, Team]\n", "", "")),
-		want: want{decisions: []string{
-			`match: names: "team.a": Kyverno reads '.'`,
-			`match: names: "ns-?": at the end of a pattern`,
-			`match: names: "all": in fleetmirror, all is a keyword`,
-			`match: names: "Team": 'T' is no character`,
-		}},
-	}, {
-		name:   "an exclusion by name",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "    exclude:\n      any:\n      - resources:\n          kinds: [Namespace]\n          names: [legacy]\n", "")),
-		want:   want{decisions: []string{`exclude: names: "legacy": target entries have no negation`}},
-	}, {
-		name:   "a trigger that is not a namespace",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Pod]\n", "", "")),
-		want:   want{decisions: []string{"match: kinds [Pod]"}},
-	}, {
-		name:   "names and a selector in one filter, who creates the namespace",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [a]\n          selector: {matchLabels: {env: prod}}\n      - resources:\n          kinds: [Namespace]\n        subjects: [{kind: User, name: alice}]\n", "", "")),
-		want:   want{decisions: []string{"match: names and selector together", "match: subjects, roles and clusterRoles"}},
-	}, {
-		name:   "two selectors",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          selector: {matchLabels: {env: prod}}\n      - resources:\n          kinds: [Namespace]\n          selector: {matchLabels: {env: staging}}\n", "", "")),
-		want:   want{decisions: []string{"match: the selectors env=prod or env=staging are alternatives"}},
-	}, {
-		name: "cloneList without selector, with a kind that does not translate",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "",
-			"namespace: \"{{request.object.metadata.name}}\"\n      synchronize: true\n      cloneList:\n        namespace: platform\n        kinds: [Secret, \"v1/*\"]\n")),
-		want: want{decisions: []string{"cloneList has no selector", `cloneList.kinds: "Secret" has no version`, `cloneList.kinds: "v1/*": a wildcard kind`}},
-	}, {
-		name:   "a rule part the translation does not know",
-		policy: kyvernoPolicy(t, "", "sync", cloneRule("", "    mutate:\n      patchStrategicMerge: {}\n", "")),
-		want:   want{decisions: []string{"mutate: a MirrorPolicy has no counterpart"}},
-	}, {
-		name:   "a namespaced Policy copies within its namespace",
-		policy: kyvernoPolicy(t, "platform", "sync", cloneRule("any:\n      - resources:\n          kinds: [ConfigMap]\n", "", strings.Replace(cloneGenerate, "\"{{request.object.metadata.name}}\"", "platform", 1))),
-		want:   want{decisions: []string{"match: kinds [ConfigMap]", `generate.namespace "platform"`}},
-	}, {
-		name:   "a rule without generate is not for migrate",
-		policy: kyvernoPolicy(t, "", "sync", "  - name: check\n    match: {any: [{resources: {kinds: [Pod]}}]}\n    validate: {message: x, pattern: {}}\n"),
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			rules := cli.TranslateKyverno(tc.policy)
-			if tc.want.policies == nil && tc.want.decisions == nil {
-				g.Expect(rules).To(BeEmpty())
-				return
-			}
-			g.Expect(rules).To(HaveLen(1))
-			r := rules[0]
-			g.Expect(r.Rule).To(Equal("copy"))
-			got := map[string]v1alpha1.MirrorPolicySpec{}
-			for _, p := range r.MirrorPolicies {
-				g.Expect(p.APIVersion).To(Equal("fleetmirror.io/v1alpha1"))
-				g.Expect(p.Kind).To(Equal("MirrorPolicy"))
-				g.Expect(p.Namespace).To(Equal("platform"))
-				got[p.Name] = p.Spec
-				req := policy.Request(&p.Spec)
-				g.Expect(req.Problems).To(BeEmpty())
-			}
-			if tc.want.policies == nil {
-				g.Expect(got).To(BeEmpty())
-			} else {
-				g.Expect(got).To(Equal(tc.want.policies))
-			}
-			g.Expect(r.Decisions).To(HaveLen(len(tc.want.decisions)), "%q", r.Decisions)
-			for i, d := range tc.want.decisions {
-				g.Expect(r.Decisions[i]).To(ContainSubstring(d))
-			}
-			for i, n := range tc.want.notes {
-				g.Expect(r.Notes[i]).To(ContainSubstring(n))
-			}
-		})
-	}
-}
-
 // TestKyvernoPolicyNames: every MirrorPolicy name is a DNS subdomain, and
 // rules whose names differ get policies whose names differ.
 func TestKyvernoPolicyNames(t *testing.T) {
@@ -258,6 +100,23 @@ func setRuleField(t testing.TB, p *unstructured.Unstructured, value []string, fi
 	}
 }
 
+// translatedSpec translates p, a policy of one generate rule, and returns
+// the spec of its first MirrorPolicy, or nil when the rule gets none; it
+// fails when the rule gets neither a MirrorPolicy nor a decision.
+func translatedSpec(t *testing.T, p *unstructured.Unstructured, what string) *v1alpha1.MirrorPolicySpec {
+	t.Helper()
+	rules := cli.TranslateKyverno(p)
+	switch {
+	case len(rules) != 1:
+		t.Fatalf("%s: %d rules", what, len(rules))
+	case len(rules[0].MirrorPolicies) > 0:
+		return &rules[0].MirrorPolicies[0].Spec
+	case len(rules[0].Decisions) == 0:
+		t.Fatalf("%s: neither a policy nor a decision", what)
+	}
+	return nil
+}
+
 // FuzzKyvernoKinds: a kind of cloneList.kinds either translates into the
 // same API version and kind, valid for a MirrorPolicy, or is a decision.
 func FuzzKyvernoKinds(f *testing.F) {
@@ -268,17 +127,11 @@ func FuzzKyvernoKinds(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind string) {
 		p := base.DeepCopy()
 		setRuleField(t, p, []string{kind}, "generate", "cloneList", "kinds")
-		got := cli.TranslateKyverno(p)
-		if len(got) != 1 {
-			t.Fatalf("%d rules", len(got))
-		}
-		if len(got[0].MirrorPolicies) == 0 {
-			if len(got[0].Decisions) == 0 {
-				t.Fatalf("%q: neither a policy nor a decision", kind)
-			}
+		spec := translatedSpec(t, p, kind)
+		if spec == nil {
 			return
 		}
-		src := got[0].MirrorPolicies[0].Spec.Source
+		src := spec.Source
 		if src.APIVersion+"/"+src.Kind != kind {
 			t.Fatalf("%q became %s/%s", kind, src.APIVersion, src.Kind)
 		}
@@ -331,21 +184,11 @@ func FuzzKyvernoNames(f *testing.F) {
 		name = strings.Map(func(r rune) rune { return rune("ab-1x"[int(r)%5]) }, name)
 		p := base.DeepCopy()
 		setRuleField(t, p, []string{pattern}, "match", "any", "0", "resources", "names")
-		rules := cli.TranslateKyverno(p)
-		if len(rules) != 1 {
-			t.Fatalf("%d rules", len(rules))
-		}
-		if len(rules[0].MirrorPolicies) == 0 {
-			if len(rules[0].Decisions) == 0 {
-				t.Fatalf("%q: neither a policy nor a decision", pattern)
-			}
+		spec := translatedSpec(t, p, pattern)
+		if spec == nil || len(validation.IsDNS1123Label(name)) > 0 {
 			return
 		}
-		if len(validation.IsDNS1123Label(name)) > 0 {
-			return
-		}
-		spec := rules[0].MirrorPolicies[0].Spec
-		req := annotations.Parse(nil, policy.Annotations(&spec))
+		req := annotations.Parse(nil, policy.Annotations(spec))
 		if len(req.Local) != 1 || len(req.Problems) > 0 {
 			t.Fatalf("%q became %q: %q", pattern, spec.TargetNamespaces, req.Problems)
 		}
@@ -356,9 +199,10 @@ func FuzzKyvernoNames(f *testing.F) {
 }
 
 // TestMigrateKyverno runs migrate against an API server with Kyverno's
-// CRDs and three ClusterPolicies: one clones a Secret into namespaces by
-// name, one clones by label into namespaces by label, and one needs
-// decisions. The printed MirrorPolicies are what kubectl apply would
+// CRDs and four ClusterPolicies: one clones a Secret into namespaces by
+// name, one under another name and kept when the policy goes, one clones
+// by label into namespaces by label, and one has a copy made once beside
+// two rules that do not translate. The printed MirrorPolicies are what kubectl apply would
 // accept, and nothing is created.
 func TestMigrateKyverno(t *testing.T) {
 	k8s := setup(t)
@@ -383,6 +227,8 @@ func TestMigrateKyverno(t *testing.T) {
 	}
 	policies := []*unstructured.Unstructured{
 		kyvernoPolicy(t, "", src+"-clone", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          names: [team-*, prod]\n", "", generate(src))),
+		kyvernoPolicy(t, "", src+"-keep", strings.Replace(cloneRule("", "",
+			strings.Replace(strings.Replace(generate(src), "name: regcred\n", "name: pull-secret\n", 1), "synchronize: true", "synchronize: true\n      orphanDownstreamOnPolicyDelete: true", 1)), "name: copy", "name: renamed", 1)),
 		kyvernoPolicy(t, "", src+"-list", cloneRule("any:\n      - resources:\n          kinds: [Namespace]\n          selector: {matchLabels: {env: prod}}\n", "",
 			"namespace: \"{{request.object.metadata.name}}\"\n      synchronize: true\n      cloneList:\n        namespace: "+src+"\n        kinds: [v1/Secret, v1/ConfigMap]\n        selector: {matchLabels: {share: \"true\"}}\n")),
 		kyvernoPolicy(t, "", src+"-vars",
@@ -406,9 +252,9 @@ func TestMigrateKyverno(t *testing.T) {
 	out, err := run("migrate", "-n", src)
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("ClusterPolicy " + src + "-clone, rule copy (kyverno generate) => MirrorPolicy " + src + "/" + src + "-clone-copy\n  note: synchronize: true"))
-	g.Expect(out).To(ContainSubstring("Needs a decision (a rule without => has no MirrorPolicy):\n  ClusterPolicy " + src + "-vars, rule one-shot (kyverno generate) => MirrorPolicy " + src + "/" + src + "-vars-one-shot\n    why: synchronize is false"))
+	g.Expect(out).To(ContainSubstring("ClusterPolicy " + src + "-vars, rule one-shot (kyverno generate) => MirrorPolicy " + src + "/" + src + "-vars-one-shot\n  note: synchronize: false: copyOnce"))
 	g.Expect(out).NotTo(ContainSubstring("rule per-team"), "its source namespace is a variable: not one of -n")
-	g.Expect(out).To(ContainSubstring("4 MirrorPolicies from 3 Kyverno generate rules, 1 need a decision.\n"))
+	g.Expect(out).To(ContainSubstring("5 MirrorPolicies from 4 Kyverno generate rules, 0 need a decision.\n"))
 	g.Expect(out).To(HaveSuffix("0 objects to migrate, 0 need a decision, 0 copies made by the old tools (the agent adopts them once their source carries fleetmirror.io/adopt).\n"))
 	yamlStream := out[strings.Index(out, "\n---\n")+1 : strings.LastIndex(out, "---\n")]
 	printed := map[string]v1alpha1.MirrorPolicy{}
@@ -418,7 +264,13 @@ func TestMigrateKyverno(t *testing.T) {
 		g.Expect(p.Namespace).To(Equal(src))
 		printed[p.Name] = p
 	}
-	g.Expect(printed).To(HaveLen(4))
+	g.Expect(printed).To(HaveLen(5))
+	g.Expect(printed).To(HaveKeyWithValue(src+"-keep-renamed", HaveField("Spec", v1alpha1.MirrorPolicySpec{
+		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}},
+		TargetNamespaces: []string{"all"},
+		TargetName:       "pull-secret",
+		DeletionPolicy:   v1alpha1.DeletionPolicyOrphan,
+	})))
 	g.Expect(printed).To(HaveKeyWithValue(src+"-clone-copy", HaveField("Spec", v1alpha1.MirrorPolicySpec{
 		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}},
 		TargetNamespaces: []string{"team-*", "prod"},
@@ -430,7 +282,11 @@ func TestMigrateKyverno(t *testing.T) {
 		TargetNamespaceSelector: &selector,
 	})))
 	g.Expect(printed).To(HaveKeyWithValue(src+"-list-copy-secret", HaveField("Spec.Source.Kind", "Secret")))
-	g.Expect(printed).To(HaveKeyWithValue(src+"-vars-one-shot", HaveField("Spec.TargetNamespaces", []string{"all"})))
+	g.Expect(printed).To(HaveKeyWithValue(src+"-vars-one-shot", HaveField("Spec", v1alpha1.MirrorPolicySpec{
+		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}},
+		TargetNamespaces: []string{"all"},
+		CopyOnce:         true,
+	})))
 
 	// The API server takes each of them as printed (a dry run: migrate
 	// creates none, and neither does this test).
