@@ -373,6 +373,7 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 		block("generate.namespace %q: Kyverno copies into that one namespace whenever the rule matches; a MirrorPolicy copies into the namespaces it targets", gen.Namespace)
 	}
 	spec.TargetNamespaces = t.entries
+	spec.ExcludeNamespaces = t.excluded
 	if t.selector != "" {
 		spec.TargetNamespaceSelector = &t.selector
 	}
@@ -537,6 +538,8 @@ func kyvernoKindRefusal(src v1alpha1.PolicySource, namespace string) (reason str
 type kyvernoTargetSet struct {
 	entries  []string
 	selector string
+	// excluded are never targets (spec.excludeNamespaces).
+	excluded []string
 }
 
 // kyvernoTargets translates the namespaces a rule matches into targets, or
@@ -690,51 +693,24 @@ func (t *kyvernoTargetSet) exclude(m kyvernoMatch, sourceNamespace string) (note
 }
 
 // excludeName leaves the namespaces of n (a name or a glob, as a target
-// entry spells it) out of t, or says why that has no exact equivalent.
+// entry spells it) out of t: a target entry that names one of them goes,
+// and spec.excludeNamespaces holds n, which takes them out of whatever the
+// other entries or the selector match, exactly as Kyverno's exclusion does.
 func (t *kyvernoTargetSet) excludeName(n, sourceNamespace string) (note, decision string) {
 	g := glob.MustParse(n)
-	skipped := g.Literal() && slices.Contains(targets.DefaultExcludedNamespaces, n)
-	noNegation := fmt.Sprintf("names: %q: a MirrorPolicy's targets have no negation", n)
-	remedy := fmt.Sprintf("list the namespaces to target, or have the agent skip %s with --excluded-namespaces (for all its sources), then migrate without the exclusion", n)
 	switch {
 	case n == annotations.KeywordAll:
 		return "", "it excludes every namespace: the rule copies nothing"
 	case g.Literal() && n == sourceNamespace:
 		return fmt.Sprintf("exclude: %s holds the source, which a MirrorPolicy never copies into", n), ""
 	}
-	var kept []string
-	toSelector := false
-	for _, e := range t.entries {
-		eg := glob.MustParse(e)
-		switch {
-		case e == annotations.KeywordAll && !g.Literal():
-			return "", fmt.Sprintf("%s, and a selector on %s takes names, not globs; %s", noNegation, kyvernoNameLabel, remedy)
-		case e == annotations.KeywordAll && skipped:
-			note = fmt.Sprintf("exclude: %s is one of the agent's default --excluded-namespaces, which all skips", n)
-		case e == annotations.KeywordAll:
-			toSelector = true
-			continue
-		case eg.Literal() && g.Match(e):
-			note = fmt.Sprintf("exclude: %s is left out of targetNamespaces", e)
-			continue
-		case !eg.Literal() && (!g.Literal() || eg.Match(n) && !skipped):
-			return "", fmt.Sprintf("%s, and the target entry %s may include it; %s", noNegation, e, remedy)
-		}
-		kept = append(kept, e)
+	// A namespace named by an entry and excluded would be reported as
+	// refused on the policy: leave the entry out instead.
+	t.entries = slices.DeleteFunc(t.entries, func(e string) bool { return glob.MustParse(e).Literal() && g.Match(e) })
+	if !slices.Contains(t.excluded, n) {
+		t.excluded = append(t.excluded, n)
 	}
-	t.entries = kept
-	switch {
-	case toSelector:
-		// Every namespace but n, and but those all skips by default.
-		t.selector = kyvernoNotIn(t.selector, append(slices.Clone(targets.DefaultExcludedNamespaces), n))
-		note = fmt.Sprintf("exclude: %s, with a selector on %s instead of all (which also leaves out %s, as all does)", n, kyvernoNameLabel, strings.Join(targets.DefaultExcludedNamespaces, ", "))
-	case t.selector != "" && !g.Literal():
-		return "", fmt.Sprintf("%s, and a selector on %s takes names, not globs; %s", noNegation, kyvernoNameLabel, remedy)
-	case t.selector != "":
-		t.selector = kyvernoNotIn(t.selector, []string{n})
-		note = fmt.Sprintf("exclude: %s, by the selector on %s", n, kyvernoNameLabel)
-	}
-	return note, ""
+	return fmt.Sprintf("exclude: %s, by spec.excludeNamespaces", n), ""
 }
 
 // kyvernoNotIn adds to selector that the name label is none of names,

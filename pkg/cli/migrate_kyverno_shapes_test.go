@@ -156,23 +156,23 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			name: "exclude of the source namespace and the agent's default exclusions",
 			rule: shape("exclude: {any: [{resources: {namespaces: [kube-system, platform, kube-public]}}]}"),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all}},
-				notes:    []string{"exclude: kube-system is one of the agent's default --excluded-namespaces", "exclude: platform holds the source", "exclude: kube-public"},
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, ExcludeNamespaces: []string{"kube-system", "kube-public"}}},
+				notes:    []string{"exclude: kube-system, by spec.excludeNamespaces", "exclude: platform holds the source", "exclude: kube-public, by spec.excludeNamespaces"},
 			},
 		}, {
-			name: "exclude of other names from every namespace: a selector on the name label",
+			name: "exclude of other names from every namespace",
 			rule: shape("exclude: {any: [{resources: {namespaces: [kube-system, platform, kyverno]}}, {resources: {kinds: [Namespace], names: [legacy]}}]}"),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred,
-					TargetNamespaceSelector: ptr("kubernetes.io/metadata.name notin (kube-node-lease,kube-public,kube-system,kyverno,legacy)")}},
-				notes: []string{"exclude: kube-system", "exclude: platform", "exclude: kyverno, with a selector on kubernetes.io/metadata.name instead of all", "exclude: legacy, by the selector"},
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all,
+					ExcludeNamespaces: []string{"kube-system", "kyverno", "legacy"}}},
+				notes: []string{"exclude: kube-system", "exclude: platform", "exclude: kyverno, by spec.excludeNamespaces", "exclude: legacy, by spec.excludeNamespaces"},
 			},
 		}, {
 			name: "exclude of names from names and a selector",
 			rule: shape("match:\n  any:\n  - resources: {kinds: [Namespace], names: [a, b, team-*]}\n  - resources: {kinds: [Namespace], selector: {matchLabels: {env: prod}}}",
 				"exclude: {any: [{resources: {names: [b]}}]}"),
 			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"a", "team-*"},
-				TargetNamespaceSelector: ptr("env=prod,kubernetes.io/metadata.name notin (b)")}}},
+				TargetNamespaceSelector: ptr("env=prod"), ExcludeNamespaces: []string{"b"}}}},
 		}, {
 			name: "exclude of other kinds never excludes a Namespace",
 			rule: shape("exclude: {any: [{resources: {kinds: [Pod], names: [x]}}]}"),
@@ -309,11 +309,11 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 		}, {
 			name: "exclude of a glob from every namespace",
 			rule: shape("exclude: {any: [{resources: {namespaces: [kyverno-*]}}]}"),
-			want: want{decisions: []string{`exclude: names: "kyverno-*": a MirrorPolicy's targets have no negation, and a selector on kubernetes.io/metadata.name takes names, not globs; list the namespaces to target, or have the agent skip kyverno-* with --excluded-namespaces`}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, ExcludeNamespaces: []string{"kyverno-*"}}}},
 		}, {
 			name: "exclude of a name a glob entry includes",
 			rule: shape("match: {any: [{resources: {kinds: [Namespace], names: [team-*]}}]}", "exclude: {any: [{resources: {names: [team-legacy]}}]}"),
-			want: want{decisions: []string{`exclude: names: "team-legacy": a MirrorPolicy's targets have no negation, and the target entry team-* may include it`}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: []string{"team-*"}, ExcludeNamespaces: []string{"team-legacy"}}}},
 		}, {
 			name: "exclude of everything matched",
 			rule: shape("match: {any: [{resources: {kinds: [Namespace], names: [a]}}]}", "exclude: {any: [{resources: {names: [a]}}]}"),
@@ -413,8 +413,9 @@ func FuzzKyvernoExclude(f *testing.F) {
 		if len(req.Problems) > 0 {
 			t.Fatalf("%q without %q: %q", include, exclude, req.Problems)
 		}
-		ours := stdslices.ContainsFunc(req.Local, func(p annotations.Pattern) bool { return p.Match(name) }) ||
-			req.NamespaceSelector != nil && req.NamespaceSelector.Matches(labels.Set{"kubernetes.io/metadata.name": name})
+		ours := (stdslices.ContainsFunc(req.Local, func(p annotations.Pattern) bool { return p.Match(name) }) ||
+			req.NamespaceSelector != nil && req.NamespaceSelector.Matches(labels.Set{"kubernetes.io/metadata.name": name})) &&
+			!req.ExcludeNamespaces.Match(name)
 		theirs := kyvernoMatches(include, name) && !kyvernoMatches(exclude, name)
 		if ours != theirs {
 			t.Fatalf("%q without %q became %q, selector %q: on %q, Kyverno copies %v and fleetmirror %v",
