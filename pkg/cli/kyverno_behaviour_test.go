@@ -96,7 +96,9 @@ func (s *kyvernoScene) namespace() string {
 	s.made++
 	name := fmt.Sprintf("%s-%d", s.prefix, s.made)
 	NewWithT(s.t).Expect(s.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
-	s.t.Cleanup(func() { _ = s.k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+	s.t.Cleanup(func() {
+		_ = s.k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
 	return name
 }
 
