@@ -164,8 +164,8 @@ func newKyvernoScene(t *testing.T, k8s client.Client, copyName, rules string) *k
 // updates follow, edits are reverted, a deleted copy comes back and the
 // source's deletion takes the copies; without, the copy is made once and
 // left alone, and nothing deletes it. Deleting the rule or the policy
-// deletes synchronized copies (Kyverno's code), unless
-// orphanDownstreamOnPolicyDelete, and never those made once.
+// keeps a clone's copies, deletes a synchronized cloneList's unless
+// orphanDownstreamOnPolicyDelete, and never deletes those made once.
 func TestKyvernoBehaviours(t *testing.T) {
 	k8s := setup(t)
 	g := NewWithT(t)
@@ -222,6 +222,18 @@ func TestKyvernoBehaviours(t *testing.T) {
 		s.copyGone(a) // the source's deletion takes its copies
 	})
 
+	t.Run("clone, synchronized, policy deleted", func(t *testing.T) {
+		g := NewWithT(t)
+		s := newKyvernoScene(t, k8s, "regcred", fmt.Sprintf(cloneRules, "%[1]s", "%[2]s", "true"))
+		source(t, s.src, "registry-credentials", nil)
+		s.translated()
+		a := s.namespace()
+		s.copyHas(a, "v", "1")
+		g.Expect(k8s.Delete(ctx, s.policy)).To(Succeed())
+		s.migrate()          // prints nothing for it: its MirrorPolicy goes
+		s.plain(a, "v", "1") // and a clone's copy stays, as Kyverno keeps it
+	})
+
 	t.Run("clone, not synchronized", func(t *testing.T) {
 		g := NewWithT(t)
 		s := newKyvernoScene(t, k8s, "regcred", fmt.Sprintf(cloneRules, "%[1]s", "%[2]s", "false"))
@@ -266,7 +278,7 @@ func TestKyvernoBehaviours(t *testing.T) {
 			g.Expect(unstructured.SetNestedSlice(p.Object, []any{rule}, "spec", "rules")).To(Succeed())
 		})
 		s.migrate()
-		s.copyGone(a) // synchronized copies go with the rule (Kyverno's code)
+		s.copyGone(a) // a synchronized cloneList's copies go with the rule
 	})
 
 	t.Run("cloneList, synchronized, orphanDownstreamOnPolicyDelete", func(t *testing.T) {

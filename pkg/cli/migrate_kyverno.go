@@ -389,6 +389,13 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 	case gen.OrphanDownstreamOnPolicyDelete:
 		spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
 		r.Notes = append(r.Notes, "synchronize: true with orphanDownstreamOnPolicyDelete: the copies follow their source; deleting the MirrorPolicy leaves them as plain objects (deletionPolicy: Orphan)")
+	case gen.Clone != nil:
+		// Kyverno keeps the copy of a synchronized clone when its rule or
+		// policy goes: its conformance tests cpol-clone-sync-delete-policy
+		// and -delete-rule assert it, after kyverno/kyverno#1401 (the
+		// policy is not the copy's source of truth; the cloned object is).
+		spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
+		r.Notes = append(r.Notes, "synchronize: true with clone: the copies follow their source; deleting the rule or the policy leaves them, as Kyverno does (deletionPolicy: Orphan)")
 	default:
 		r.Notes = append(r.Notes, "synchronize: true: the copies follow their source, and a key added to a copy is removed; deleting the MirrorPolicy deletes them (set deletionPolicy: Orphan to keep them)")
 	}

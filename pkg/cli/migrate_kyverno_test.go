@@ -274,6 +274,7 @@ func TestMigrateKyverno(t *testing.T) {
 	g.Expect(printed).To(HaveKeyWithValue(src+"-clone-copy", HaveField("Spec", v1alpha1.MirrorPolicySpec{
 		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}},
 		TargetNamespaces: []string{"team-*", "prod"},
+		DeletionPolicy:   v1alpha1.DeletionPolicyOrphan,
 	})))
 	selector := "env=prod"
 	share := &metav1.LabelSelector{MatchLabels: map[string]string{"share": "true"}}

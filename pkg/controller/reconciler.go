@@ -239,6 +239,12 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		sum.add(again)
 	}
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, req.TargetName, plan.Covered, desired.Untargeted))
+	for id := range record {
+		// The whole record goes on, not only what this reconcile saw in
+		// place: a copy deleted meanwhile stays remembered until the
+		// record is written (a policy's status follows a moment later).
+		sum.copied = append(sum.copied, id)
+	}
 
 	// 7. Report once: events on change, the status annotation (or the
 	// policy's status), the outcome; and the copy-once record.

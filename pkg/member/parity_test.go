@@ -94,7 +94,7 @@ func TestTargetName(t *testing.T) {
 // its copy, with the content of then.
 func TestCopyOncePolicy(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespaces(t, "once", nil, "src", "a", "b", "c", "d")
+	ns := namespaces(t, "once", nil, "src", "a", "b", "c", "d", "e", "f")
 	src := ownedSecret(ns[0], "regcred", nil, map[string]string{"v": "1"})
 	create(t, src)
 	p := secretPolicy(ns[0], "once", []string{"regcred"}, ns[1], ns[2])
@@ -132,6 +132,19 @@ func TestCopyOncePolicy(t *testing.T) {
 	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.TargetNamespaces = append(p.Spec.TargetNamespaces, ns[4]) })
 	eventuallySecret(t, ns[4], "regcred", mirrorOf(ns[0], "regcred", map[string]string{"v": "2"}))
 	g.Expect(secretsIn("regcred", ns[2])).To(BeEmpty(), "a deleted copy is not made again after a restart")
+
+	// A copy deleted the moment it is made, before the policy's status
+	// has it: remembered all the same.
+	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.TargetNamespaces = append(p.Spec.TargetNamespaces, ns[5]) })
+	eventuallySecret(t, ns[5], "regcred", nil)
+	g.Expect(k8s.Delete(context.Background(), secretRef(ns[5], "regcred"))).To(Succeed())
+	eventuallyGone(t, secretRef(ns[5], "regcred"))
+	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.TargetNamespaces = append(p.Spec.TargetNamespaces, ns[6]) })
+	eventuallySecret(t, ns[6], "regcred", nil)
+	eventuallyPolicy(t, p, func(g Gomega, p *v1alpha1.MirrorPolicy) {
+		g.Expect(p.Status.Copied).To(ContainElements(ns[5]+"/regcred", ns[6]+"/regcred"))
+	})
+	g.Expect(secretsIn("regcred", ns[5])).To(BeEmpty(), "a copy deleted at once is made again")
 
 	// The source goes: the copies stay, nothing of ours on them.
 	g.Expect(k8s.Delete(context.Background(), src)).To(Succeed())
