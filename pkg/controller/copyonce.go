@@ -120,14 +120,9 @@ func (r *Reconciler) namespaceGone(source, id string) bool {
 // those it had (mine) and those just copied, without those whose
 // namespace is gone; sorted.
 func (r *Reconciler) nextRecord(source string, mine, copied []string) []string {
-	var out []string
-	for _, e := range append(slices.Clone(mine), copied...) {
-		if !slices.Contains(out, e) && !r.namespaceGone(source, e) {
-			out = append(out, e)
-		}
-	}
-	slices.Sort(out)
-	return out
+	all := append(slices.Clone(mine), copied...)
+	slices.Sort(all)
+	return slices.DeleteFunc(slices.Compact(all), func(e string) bool { return r.namespaceGone(source, e) })
 }
 
 // recordPart is this writer's entries in the record value copied (nil:
@@ -207,13 +202,8 @@ func (r *Reconciler) policyCopied(c *clusters.Cluster, id string, gvk schema.Gro
 			all = append(all, e+"/"+s.GetName())
 		}
 	}
-	var out []string
-	for _, e := range all {
-		target := e[:strings.LastIndex(e, "/")]
-		if !slices.Contains(out, e) && !r.namespaceGone(c.Name(), target) {
-			out = append(out, e)
-		}
-	}
-	slices.Sort(out)
-	return out
+	slices.Sort(all)
+	return slices.DeleteFunc(slices.Compact(all), func(e string) bool {
+		return r.namespaceGone(c.Name(), e[:max(strings.LastIndex(e, "/"), 0)])
+	})
 }
