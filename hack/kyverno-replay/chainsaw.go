@@ -97,6 +97,9 @@ const (
 	// opSkip is an operation on Kyverno's own machinery (UpdateRequests):
 	// it has nothing to do here.
 	opSkip = "skip"
+	// opShell is a script run by bash with kubectl and jq against the
+	// replay's API server: one that reads or patches ordinary objects.
+	opShell = "shell"
 	// opUnsupported is one the replay cannot run; the test stops there.
 	opUnsupported = "unsupported"
 )
@@ -107,6 +110,8 @@ type op struct {
 	// step names the step for reports: its name, or its position.
 	step string
 	kind string
+	// script is an opShell's bash script.
+	script string
 	// file is where the objects came from ("" for an inline resource).
 	file    string
 	objects []*unstructured.Unstructured
@@ -320,13 +325,38 @@ func parseScript(t tree, dir, step, content string, b map[string]any) op {
 			out = parseOp(t, dir, step, chainsawOp{Delete: &resourceOp{File: m[1]}}, b)
 			out.ignoreNotFound = m[2] != ""
 		default:
-			return op{step: step, kind: opUnsupported, why: "script: " + firstLine(content)}
+			return shellScript(step, content)
 		}
 	}
 	if out.kind == "" {
 		return op{step: step, kind: opSkip, why: "deletes Kyverno's UpdateRequests"}
 	}
 	return out
+}
+
+// kyvernoScriptWords mark a script that needs Kyverno itself: its
+// admission warnings, its CRDs (a policy applied with kubectl) or its
+// queue; such a script cannot run here.
+var kyvernoScriptWords = regexp.MustCompile(`warning:|kyverno|clusterpolic|updaterequest|\bur\b|policy`)
+
+// shellQuoted matches a shell string in single or double quotes.
+var shellQuoted = regexp.MustCompile(`'[^']*'|"[^"]*"`)
+
+// shellScript is a script of kubectl and jq on ordinary objects, run by
+// bash as chainsaw runs it, or unsupported when it needs Kyverno itself or
+// other tools.
+func shellScript(step, content string) op {
+	if kyvernoScriptWords.MatchString(strings.ToLower(content)) {
+		return op{step: step, kind: opUnsupported, why: "script needs Kyverno: " + firstLine(content)}
+	}
+	// The commands of the script, its quoted strings (jq programs) left out.
+	unquoted := shellQuoted.ReplaceAllString(content, "''")
+	for _, f := range strings.FieldsFunc(unquoted, func(r rune) bool { return r == '|' || r == '\n' || r == ';' || r == '&' }) {
+		if words := strings.Fields(f); len(words) > 0 && words[0] != "kubectl" && words[0] != "jq" {
+			return op{step: step, kind: opUnsupported, why: "script: " + firstLine(content)}
+		}
+	}
+	return op{step: step, kind: opShell, script: content}
 }
 
 func firstLine(s string) string {

@@ -157,13 +157,19 @@ spec:
           kubectl delete -f cloned.yaml --ignore-not-found=true
     - script:
         content: kubectl get secret -o json | jq -e '.metadata.ownerReferences == null'
+    - script:
+        content: 'kubectl apply -f update-name.yaml 2>&1 | grep -q "Warning: no synchronization"'
+    - script:
+        content: curl http://example
     - wait: {for: {condition: {name: Ready}}}
 `,
 		files: map[string]string{"cloned.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: c, namespace: target}\n"},
 		want: []string{
 			"s: skip [deletes Kyverno's UpdateRequests]",
 			"s: delete Secret target/c (ignore not found)",
-			"s: unsupported [script: kubectl get secret -o json | jq -e '.metadata.ownerReferences == null']",
+			"s: shell",
+			"s: unsupported [script needs Kyverno: kubectl apply -f update-name.yaml 2>&1 | grep -q \"Warning: no synchronization\"]",
+			"s: unsupported [script: curl http://example]",
 			"s: unsupported [an operation the replay does not know]",
 		},
 	}, {

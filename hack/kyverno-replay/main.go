@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -116,7 +117,16 @@ func replay(repo, run string, verbose bool) error {
 	if verbose {
 		log = os.Stderr
 	}
-	r := &runner{k: k, tree: t, agent: a, log: log}
+	kc, err := f.Hub.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(os.TempDir(), fmt.Sprintf("kyverno-replay-%d.kubeconfig", os.Getpid()))
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(kubeconfig) }()
+	r := &runner{kubeconfig: kubeconfig, k: k, tree: t, agent: a, log: log}
 
 	var results []result
 	for i, d := range selected {

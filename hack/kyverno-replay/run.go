@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path"
 	"slices"
 	"sort"
@@ -58,10 +59,12 @@ type result struct {
 
 // runner replays tests one after another against one API server.
 type runner struct {
-	k     *kube
-	tree  tree
-	agent *agent
-	log   io.Writer
+	// kubeconfig is the API server's, for the scripts' kubectl.
+	kubeconfig string
+	k          *kube
+	tree       tree
+	agent      *agent
+	log        io.Writer
 }
 
 // testRun is the state of one test being replayed.
@@ -247,6 +250,13 @@ func (t *testRun) do(ctx context.Context, o op) error {
 	case opSleep:
 		t.logf("%s: sleep %s", o.step, sleepFor)
 		time.Sleep(sleepFor)
+		return nil
+	case opShell:
+		out, err := t.shell(ctx, o.script)
+		if err != nil {
+			return fail(fmt.Errorf("script: %v: %s", err, strings.TrimSpace(out)))
+		}
+		t.logf("%s: script: ok", o.step)
 		return nil
 	}
 	for _, obj := range o.objects {
@@ -565,4 +575,15 @@ func (t *testRun) delete(ctx context.Context, obj *unstructured.Unstructured, ig
 		}
 	}
 	return nil
+}
+
+// shell runs script with bash, kubectl reaching the replay's API server
+// (the kubectl of KUBEBUILDER_ASSETS first on PATH).
+func (t *testRun) shell(ctx context.Context, script string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, assertTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+t.kubeconfig, "PATH="+os.Getenv("KUBEBUILDER_ASSETS")+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
