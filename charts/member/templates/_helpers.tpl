@@ -473,10 +473,10 @@ Annotation keys fleetmirror reads on sources, and those the agents write
 are every Annotation* key of pkg/annotations/keys.go (test/charts checks it).
 */}}
 {{- define "fleetmirror.sourceAnnotations" -}}
-{{- toJson (list "fleetmirror.io/sync" "fleetmirror.io/target-namespaces" "fleetmirror.io/max-targets" "fleetmirror.io/target-cluster-selector" "fleetmirror.io/target-namespace-selector" "fleetmirror.io/allow-pull-into" "fleetmirror.io/adopt" "fleetmirror.io/mirror-from" "fleetmirror.io/transform" "fleetmirror.io/transform-strict") }}
+{{- toJson (list "fleetmirror.io/sync" "fleetmirror.io/target-namespaces" "fleetmirror.io/max-targets" "fleetmirror.io/target-cluster-selector" "fleetmirror.io/target-namespace-selector" "fleetmirror.io/allow-pull-into" "fleetmirror.io/adopt" "fleetmirror.io/mirror-from" "fleetmirror.io/transform" "fleetmirror.io/transform-strict" "fleetmirror.io/target-name" "fleetmirror.io/copy-once" "fleetmirror.io/deletion-policy" "fleetmirror.io/exclude-namespaces") }}
 {{- end }}
 {{- define "fleetmirror.agentAnnotations" -}}
-{{- toJson (list "fleetmirror.io/status" "fleetmirror.io/source" "fleetmirror.io/source-uid" "fleetmirror.io/source-resource-version" "fleetmirror.io/content-hash") }}
+{{- toJson (list "fleetmirror.io/status" "fleetmirror.io/copied" "fleetmirror.io/source" "fleetmirror.io/source-uid" "fleetmirror.io/source-resource-version" "fleetmirror.io/content-hash") }}
 {{- end }}
 
 {{/* A JSON list of strings as a CEL list literal. */}}
