@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"regexp"
@@ -868,7 +869,7 @@ func kyvernoNamePattern(n string) (string, error) {
 		switch {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '*', c == '?':
 		case c == '.':
-			return "", fmt.Errorf("Kyverno reads '.' as any one character; write '?' for that")
+			return "", errors.New("in Kyverno's patterns '.' is any one character; write '?' for that")
 		default:
 			return "", fmt.Errorf("%q is no character of a namespace name: the pattern matches nothing", c)
 		}
@@ -961,7 +962,7 @@ func kyvernoPolicyName(r *KyvernoRule, src v1alpha1.PolicySource, withKind bool)
 		return name
 	}
 	h := fnv.New32a()
-	h.Write([]byte(r.Namespace + "/" + orig))
+	_, _ = h.Write([]byte(r.Namespace + "/" + orig)) // a hash.Hash never fails to write
 	suffix := fmt.Sprintf("%08x", h.Sum32())
 	name = strings.Trim(name[:min(len(name), validation.DNS1123SubdomainMaxLength-len(suffix)-1)], "-.")
 	if name == "" {

@@ -279,7 +279,7 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			name: "names that do not translate",
 			rule: shape("match: {any: [{resources: {kinds: [Namespace], names: [team.a, \"ns-?\", all, Team]}}]}"),
 			want: want{decisions: []string{
-				`match: names: "team.a": Kyverno reads '.'`,
+				`match: names: "team.a": in Kyverno's patterns '.'`,
 				`match: names: "ns-?": at the end of a pattern`,
 				`match: names: "all": in fleetmirror, all is a keyword`,
 				`match: names: "Team": 'T' is no character`,

@@ -82,7 +82,7 @@ func TestKyvernoPolicyNames(t *testing.T) {
 func setRuleField(t testing.TB, p *unstructured.Unstructured, value []string, fields ...string) {
 	t.Helper()
 	rules, _, _ := unstructured.NestedSlice(p.Object, "spec", "rules")
-	var at any = rules[0]
+	at := rules[0]
 	for _, f := range fields[:len(fields)-1] {
 		if i, err := strconv.Atoi(f); err == nil {
 			at = at.([]any)[i]

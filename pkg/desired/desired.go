@@ -222,12 +222,12 @@ func Owned(labels, annots map[string]string, managedBy, sourceRef string) bool {
 type Release int
 
 const (
-	// Untargeted: the source asks for mirrors, not in that namespace.
+	// Untargeted means the source asks for mirrors, not in that namespace.
 	Untargeted Release = iota
-	// ClaimEnded: the source exists but no longer asks for mirrors (its
+	// ClaimEnded means the source exists but no longer asks for mirrors (its
 	// policy was deleted or no longer names it, mirroring turned off).
 	ClaimEnded
-	// SourceGone: the source was deleted.
+	// SourceGone means the source was deleted.
 	SourceGone
 )
 
