@@ -373,35 +373,9 @@ func (a *Applier) replace(ctx context.Context, key target, res *clusters.Objects
 // Delete removes our mirror live (a cached object). It refuses objects we do
 // not own and deletes only the exact object that was checked.
 func (a *Applier) Delete(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, live metav1.Object, sourceRef string) (Outcome, error) {
-	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, sourceRef) {
-		return Conflict, &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: live.GetAnnotations()[annotations.AnnotationSource]}
-	}
-	res, err := c.Objects(gvk, live.GetNamespace())
-	if err != nil {
-		return Failed, err
-	}
-	err = deleteExact(ctx, res, live)
-	if apierrors.IsConflict(err) {
-		// The cached object is older than the live one: read it again and
-		// delete it only if it is still ours.
-		fresh, gerr := res.Get(ctx, live.GetName(), metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(gerr):
-			err = nil
-		case gerr != nil:
-			return Failed, gerr
-		case !desired.Owned(fresh.GetLabels(), fresh.GetAnnotations(), a.ManagedBy, sourceRef):
-			return Conflict, &ConflictError{Namespace: fresh.GetNamespace(), Name: fresh.GetName(), Owner: fresh.GetAnnotations()[annotations.AnnotationSource]}
-		default:
-			err = deleteExact(ctx, res, fresh)
-		}
-	}
-	if err != nil {
-		return Failed, err
-	}
-	a.accepted.Delete(live.GetUID())
-	a.written.Delete(writtenKey(c.Name(), gvk, live))
-	return Deleted, nil
+	return a.letGo(ctx, c, gvk, live, sourceRef, Deleted, func(res *clusters.Objects, obj metav1.Object) error {
+		return deleteExact(ctx, res, obj)
+	})
 }
 
 // Release removes our mirror live (a cached object) from its source's
@@ -411,6 +385,17 @@ func (a *Applier) Release(ctx context.Context, c *clusters.Cluster, gvk schema.G
 	if !desired.Kept(live.GetAnnotations(), why) {
 		return a.Delete(ctx, c, gvk, live, sourceRef)
 	}
+	return a.letGo(ctx, c, gvk, live, sourceRef, Orphaned, func(res *clusters.Objects, obj metav1.Object) error {
+		return orphanExact(ctx, res, obj, a.FieldManager)
+	})
+}
+
+// letGo applies write (a delete or an orphaning of exactly the version it
+// is given) to our mirror live, and forgets what was remembered of it;
+// done is the outcome. It refuses an object we do not own. When the cached
+// object is older than the live one (a conflict), it reads it again and
+// writes only if it is still ours.
+func (a *Applier) letGo(ctx context.Context, c *clusters.Cluster, gvk schema.GroupVersionKind, live metav1.Object, sourceRef string, done Outcome, write func(*clusters.Objects, metav1.Object) error) (Outcome, error) {
 	if !desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, sourceRef) {
 		return Conflict, &ConflictError{Namespace: live.GetNamespace(), Name: live.GetName(), Owner: live.GetAnnotations()[annotations.AnnotationSource]}
 	}
@@ -418,10 +403,8 @@ func (a *Applier) Release(ctx context.Context, c *clusters.Cluster, gvk schema.G
 	if err != nil {
 		return Failed, err
 	}
-	err = orphanExact(ctx, res, live, a.FieldManager)
+	err = write(res, live)
 	if apierrors.IsConflict(err) {
-		// As in Delete: read it again and let go of it only if it is
-		// still ours.
 		fresh, gerr := res.Get(ctx, live.GetName(), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(gerr):
@@ -431,7 +414,7 @@ func (a *Applier) Release(ctx context.Context, c *clusters.Cluster, gvk schema.G
 		case !desired.Owned(fresh.GetLabels(), fresh.GetAnnotations(), a.ManagedBy, sourceRef):
 			return Conflict, &ConflictError{Namespace: fresh.GetNamespace(), Name: fresh.GetName(), Owner: fresh.GetAnnotations()[annotations.AnnotationSource]}
 		default:
-			err = orphanExact(ctx, res, fresh, a.FieldManager)
+			err = write(res, fresh)
 		}
 	}
 	if err != nil {
@@ -439,7 +422,7 @@ func (a *Applier) Release(ctx context.Context, c *clusters.Cluster, gvk schema.G
 	}
 	a.accepted.Delete(live.GetUID())
 	a.written.Delete(writtenKey(c.Name(), gvk, live))
-	return Orphaned, nil
+	return done, nil
 }
 
 // orphanExact takes our labels and annotations off live, if it is still

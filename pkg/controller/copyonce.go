@@ -47,19 +47,23 @@ func splitList(v string) []string {
 // (NS or CLUSTER/NS) is the hub's.
 func remoteEntry(e string) bool { return strings.Contains(e, "/") }
 
-// copiedRecord is where the copy-once source key was copied already:
-// its record (annotation or policy status) and what this agent recorded
-// for it since (the policy's outcome, until the status is written).
+// copiedRecord is where this writer copied the copy-once source key
+// already: its entries of the record (annotation or policy status; the
+// other writer's are its own to keep) and what it recorded for it since
+// (the policy's outcome, until the status is written).
 func (r *Reconciler) copiedRecord(key Key, src *unstructured.Unstructured, via *v1alpha1.MirrorPolicy) map[string]bool {
+	remote := r.opts.Scope == ScopeRemote
 	record := map[string]bool{}
 	if via == nil {
 		for _, e := range splitList(src.GetAnnotations()[annotations.AnnotationCopied]) {
-			record[e] = true
+			if remoteEntry(e) == remote {
+				record[e] = true
+			}
 		}
 		return record
 	}
 	for _, e := range via.Status.Copied {
-		if id, ok := strings.CutSuffix(e, "/"+key.Name); ok && id != "" {
+		if id, ok := strings.CutSuffix(e, "/"+key.Name); ok && id != "" && remoteEntry(id) == remote {
 			record[id] = true
 		}
 	}
@@ -116,33 +120,20 @@ func (r *Reconciler) namespaceGone(source, id string) bool {
 	return !ok
 }
 
-// nextRecord is this writer's entries of a record after a reconcile:
-// those it had (mine) and those just copied, without those whose
-// namespace is gone; sorted.
-func (r *Reconciler) nextRecord(source string, mine, copied []string) []string {
-	all := append(slices.Clone(mine), copied...)
+// copiedPart is this writer's part of the record of the annotated
+// copy-once source key after a reconcile, as patchSourceRecord takes it:
+// where it copied (sum.copied holds its whole record and what it just
+// copied), without the namespaces that are gone; sorted.
+func (r *Reconciler) copiedPart(key Key, sum summary) *string {
+	all := slices.Clone(sum.copied)
 	slices.Sort(all)
-	return slices.DeleteFunc(slices.Compact(all), func(e string) bool { return r.namespaceGone(source, e) })
-}
-
-// recordPart is this writer's entries in the record value copied (nil:
-// no change asked).
-func recordPart(copied *string, remote bool) []string {
-	if copied == nil {
-		return nil
-	}
-	var mine []string
-	for _, e := range splitList(*copied) {
-		if remoteEntry(e) == remote {
-			mine = append(mine, e)
-		}
-	}
-	return mine
+	mine := strings.Join(slices.DeleteFunc(slices.Compact(all), func(e string) bool { return r.namespaceGone(key.Cluster, e) }), ",")
+	return &mine
 }
 
 // nextRecordValue is the record annotation to write onto cur: the other
-// writer's entries as cur has them and mine; nil when set is false or
-// nothing changes.
+// writer's entries as cur has them and mine, in one order whoever writes
+// (no write back and forth); nil when set is false or nothing changes.
 func nextRecordValue(cur metav1.Object, mine []string, set, remote bool) *string {
 	if !set {
 		return nil
@@ -155,29 +146,6 @@ func nextRecordValue(cur metav1.Object, mine []string, set, remote bool) *string
 		}
 	}
 	slices.Sort(all)
-	next := strings.Join(all, ",")
-	if next == current {
-		return nil
-	}
-	return &next
-}
-
-// copiedAnnotation is the next value of fleetmirror.io/copied on the
-// annotated copy-once source src, with this writer's part after sum; nil
-// when it does not change.
-func (r *Reconciler) copiedAnnotation(key Key, src *unstructured.Unstructured, sum summary) *string {
-	current := src.GetAnnotations()[annotations.AnnotationCopied]
-	remote := r.opts.Scope == ScopeRemote
-	var mine, theirs []string
-	for _, e := range splitList(current) {
-		if remoteEntry(e) == remote {
-			mine = append(mine, e)
-		} else {
-			theirs = append(theirs, e)
-		}
-	}
-	all := append(theirs, r.nextRecord(key.Cluster, mine, sum.copied)...)
-	slices.Sort(all) // one order whoever writes: no write back and forth
 	next := strings.Join(all, ",")
 	if next == current {
 		return nil

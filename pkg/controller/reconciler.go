@@ -250,7 +250,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	// policy's status), the outcome; and the copy-once record.
 	var copied *string
 	if req.CopyOnce && via == nil {
-		copied = r.copiedAnnotation(key, src, sum)
+		copied = r.copiedPart(key, sum)
 	}
 	return r.finish(ctx, c, key, src, meta, plan, sum, via, copied)
 }
@@ -659,10 +659,10 @@ func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key K
 	return r.patchSourceRecord(ctx, c, key, src, part, nil)
 }
 
-// patchSourceRecord is patchSource that also sets the copy-once record
-// (fleetmirror.io/copied) to *copied, unless copied is nil. A conflict
-// computes both again from the fresh source; the record keeps what the
-// other writer put there meanwhile.
+// patchSourceRecord is patchSource that also sets this writer's part of
+// the copy-once record (fleetmirror.io/copied) to the entries of *copied,
+// unless copied is nil. A conflict computes both again from the fresh
+// source; the record keeps what the other writer put there meanwhile.
 func (r *Reconciler) patchSourceRecord(ctx context.Context, c *clusters.Cluster, key Key, src metav1.Object, part, copied *string) (metav1.Object, error) {
 	cur := src
 	if v, ok := r.sourceWrites.Load(key); ok && olderThan(cur.GetResourceVersion(), v.(string)) {
@@ -672,7 +672,10 @@ func (r *Reconciler) patchSourceRecord(ctx context.Context, c *clusters.Cluster,
 		}
 		cur = fresh
 	}
-	mine := recordPart(copied, r.opts.Scope == ScopeRemote)
+	var mine []string
+	if copied != nil {
+		mine = splitList(*copied)
+	}
 	for attempt := 0; ; attempt++ {
 		fins, status := r.sourceChange(cur, part)
 		record := nextRecordValue(cur, mine, copied != nil, r.opts.Scope == ScopeRemote)
