@@ -24,20 +24,7 @@ import (
 func TestPolicyAcrossClusters(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	g.Expect(fleettest.InstallPolicyCRD(memA.Config)).Error().NotTo(HaveOccurred())
-	// A hub that looked before the CRD existed learns of it at its next
-	// discovery; this one starts after it.
-	hubAgent.stop()
-	hubAgent = startHub()
-	stopMember := startMember(t, memA)
-	defer stopMember()
-
-	src, local, remote := uniq("src"), uniq("local"), uniq("remote")
-	mkNamespaces(t, src, memA)
-	mkNamespaces(t, local, memA)
-	mkNamespaces(t, remote, memB)
-	owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "db"}, StringData: map[string]string{"k": "v1"}}
-	g.Expect(memA.Client.Create(ctx, owned)).To(Succeed())
+	src, local, remote, owned := policyScene(t)
 	p := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "share"}, Spec: v1alpha1.MirrorPolicySpec{
 		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"db"}},
 		TargetNamespaces: []string{local, "member-b/" + remote},
@@ -99,4 +86,25 @@ func TestPolicyAcrossClusters(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(memA.Client.Get(ctx, objKey(p), &v1alpha1.MirrorPolicy{}))
 	}, timeout, poll).Should(BeTrue())
+}
+
+// policyScene readies member-a for a MirrorPolicy served across clusters:
+// the CRD, a hub started after it (one that looked before the CRD existed
+// learns of it only at its next discovery) and a member agent until the
+// test ends; and the namespaces of the sources and of the local and remote
+// targets, with the Secret src/db its owner wrote.
+func policyScene(t *testing.T) (src, local, remote string, owned *corev1.Secret) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(fleettest.InstallPolicyCRD(memA.Config)).Error().NotTo(HaveOccurred())
+	hubAgent.stop()
+	hubAgent = startHub()
+	t.Cleanup(startMember(t, memA))
+	src, local, remote = uniq("src"), uniq("local"), uniq("remote")
+	mkNamespaces(t, src, memA)
+	mkNamespaces(t, local, memA)
+	mkNamespaces(t, remote, memB)
+	owned = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "db"}, StringData: map[string]string{"k": "v1"}}
+	g.Expect(memA.Client.Create(context.Background(), owned)).To(Succeed())
+	return src, local, remote, owned
 }

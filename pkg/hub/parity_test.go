@@ -82,18 +82,7 @@ func TestRenamedCopyOnceAcrossClusters(t *testing.T) {
 func TestPolicyParityAcrossClusters(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	g.Expect(fleettest.InstallPolicyCRD(memA.Config)).Error().NotTo(HaveOccurred())
-	hubAgent.stop()
-	hubAgent = startHub()
-	stopMember := startMember(t, memA)
-	defer stopMember()
-
-	src, local, remote := uniq("src"), uniq("local"), uniq("remote")
-	mkNamespaces(t, src, memA)
-	mkNamespaces(t, local, memA)
-	mkNamespaces(t, remote, memB)
-	owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "db"}, StringData: map[string]string{"k": "v1"}}
-	g.Expect(memA.Client.Create(ctx, owned)).To(Succeed())
+	src, local, remote, _ := policyScene(t)
 	p := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "parity"}, Spec: v1alpha1.MirrorPolicySpec{
 		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"db"}},
 		TargetNamespaces: []string{local, "member-b/" + remote},
