@@ -137,13 +137,25 @@ func TestOwnAPIServerOutage(t *testing.T) {
 		g.Eventually(upGauge, timeout, poll).Should(Equal(1.0))
 		g.Eventually(status(src), timeout, poll).Should(Equal(fmt.Sprintf("%d/%d namespaces synced", n+1, n+1)))
 
+		// answered is when the agent could first know its API server was
+		// back: the first of its probes after the mark that was answered.
+		// That can be before heal returned: a restarted API server is
+		// ready before envtest's own readiness poll notices.
+		requests := agent.requests.detailed()
+		answered := back
+		for _, r := range requests {
+			if r.URL.Path == "/readyz" && r.Status == http.StatusOK && r.Sent.After(down) && r.Sent.Before(answered) {
+				answered = r.Sent
+			}
+		}
+		t.Logf("%s: the agent's probe was answered %s before the heal returned", outage.name, back.Sub(answered).Round(10*time.Millisecond))
 		var watchesWhileDown, lists []string
-		for _, r := range agent.requests.detailed() {
+		for _, r := range requests {
 			switch {
 			case r.Sent.Before(down.Add(straggler)):
-			case r.Sent.Before(back):
+			case r.Sent.Before(answered):
 				if r.URL.Query().Get("watch") == "true" {
-					watchesWhileDown = append(watchesWhileDown, r.URL.RequestURI())
+					watchesWhileDown = append(watchesWhileDown, fmt.Sprintf("%s after the mark, %s before the answer: %s", r.Sent.Sub(down).Round(10*time.Millisecond), answered.Sub(r.Sent).Round(10*time.Millisecond), r.URL.RequestURI()))
 				}
 			case r.Method == http.MethodGet && r.URL.Query().Get("watch") == "" && isCollection(r.URL.Path):
 				lists = append(lists, r.URL.RequestURI())
