@@ -97,6 +97,9 @@ type Cluster struct {
 	watchTransport *closingTransport
 
 	health *health
+	// throttle is the back-off the cluster asked for with 429 answers;
+	// nil for clients made otherwise than by New.
+	throttle *throttle
 	// inFlight counts the calls made with CallContext not returned yet.
 	inFlight prometheus.Gauge
 
@@ -158,7 +161,8 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.httpClient, c.transport = httpClient, transport
-	transport.down = c.unreachable
+	c.throttle = &throttle{cluster: opts.Name}
+	transport.down, transport.throttle = c.unreachable, c.throttle
 	rawCfg := rest.CopyConfig(cfg)
 	// The raw client reads /readyz. The scheme of metav1 alone decodes
 	// the API server's errors (a Status); the kubernetes scheme would link
@@ -176,7 +180,7 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		c.watchTransport = wtransport
-		wtransport.down = c.unreachable
+		wtransport.down, wtransport.throttle = c.unreachable, c.throttle
 	}
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -123,6 +124,17 @@ func (r *retries) interrupted() bool {
 
 // reset starts the back-off afresh: an attempt lasted.
 func (r *retries) reset() { r.backoff = r.newBackoff() }
+
+// throttled starts the back-off afresh when err is a 429 answer: the
+// cluster is busy, not failing, and the transport holds the next attempt
+// for the Retry-After it gave (throttle.go); a back-off grown on top of
+// that would keep the watch away for up to 30 s after the cluster can
+// answer again.
+func (r *retries) throttled(err error) {
+	if apierrors.IsTooManyRequests(err) {
+		r.reset()
+	}
+}
 
 // pause waits before the next attempt; false when ctx ended.
 func (r *retries) pause(ctx context.Context) bool {

@@ -336,6 +336,7 @@ func (h *kindsHintWatch) watch(ctx context.Context, c *Cluster, rv string, notif
 			list, err := res.List(lctx, metav1.ListOptions{LabelSelector: sel})
 			cancel()
 			if err != nil {
+				retry.throttled(err)
 				if !retry.pause(ctx) {
 					return
 				}
@@ -350,6 +351,7 @@ func (h *kindsHintWatch) watch(ctx context.Context, c *Cluster, rv string, notif
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				rv = ""
 			}
+			retry.throttled(err)
 			if !retry.pause(ctx) {
 				return
 			}

@@ -170,6 +170,7 @@ func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceIn
 					return
 				}
 				if err != nil {
+					retry.throttled(err)
 					failed = true
 					continue
 				}
@@ -180,6 +181,7 @@ func (p *presence) watch(ctx context.Context, h *health, res metadata.ResourceIn
 				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 					rvs[i] = ""
 				}
+				retry.throttled(err)
 				failed = true
 				continue
 			}

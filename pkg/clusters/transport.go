@@ -46,6 +46,9 @@ type closingTransport struct {
 	// under it (Request.Watch and Stream, up to ten times), which would
 	// reach a cluster marked down behind their backs.
 	down func() error
+	// throttle, when set, is the cluster's back-off after 429 answers
+	// (throttle.go): every request but the probe's waits for it.
+	throttle *throttle
 
 	mu       sync.Mutex
 	closed   bool
@@ -55,9 +58,16 @@ type closingTransport struct {
 var _ utilnet.RoundTripperWrapper = (*closingTransport)(nil)
 
 func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.down != nil && req.Context().Value(probeKey{}) == nil {
-		if err := t.down(); err != nil {
-			return nil, err
+	if probe := req.Context().Value(probeKey{}) != nil; !probe {
+		if t.down != nil {
+			if err := t.down(); err != nil {
+				return nil, err
+			}
+		}
+		if t.throttle != nil {
+			if err := t.throttle.wait(req.Context()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	t.mu.Lock()
@@ -71,6 +81,9 @@ func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		t.done()
 		return nil, err
+	}
+	if t.throttle != nil {
+		t.throttle.observe(resp)
 	}
 	resp.Body = &trackedBody{ReadCloser: resp.Body, done: sync.OnceFunc(t.done)}
 	return resp, nil

@@ -157,6 +157,7 @@ func (w *watch) loop(ctx context.Context) {
 				w.failed(err)
 				// Logged as a Reflector does: a refusal (RBAC) must show.
 				log.Info("Listing failed", "error", err.Error())
+				retry.throttled(err)
 				if !retry.pause(ctx) {
 					return
 				}
@@ -181,6 +182,7 @@ func (w *watch) loop(ctx context.Context) {
 			default:
 				w.failed(err)
 				log.Info("Watching failed", "error", err.Error())
+				retry.throttled(err)
 			}
 			if !retry.pause(ctx) {
 				return

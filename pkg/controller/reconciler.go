@@ -89,10 +89,37 @@ const retryUnreachable = 30 * time.Second
 // again.
 const retryConflict = time.Minute
 
+// retryThrottled is how soon a source whose only failures were 429 answers
+// is looked at again. Its calls then wait for the Retry-After the cluster
+// gave (clusters.Throttled), so this is a floor, not the pace.
+const retryThrottled = time.Second
+
 // Reconcile brings the mirrors of one source to the desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
 	res, err := r.reconcile(ctx, key)
+	if onlyThrottled(err) {
+		// A busy API server asked us to come back later: that is neither
+		// a failure to space out nor one to count against the source.
+		// Its status and Events still say what was not written.
+		_, _ = r.breaker.record(key, Result{}, nil) // a success, as far as the breaker goes
+		return Result{RequeueAfter: retryThrottled}, nil
+	}
 	return r.breaker.record(key, res, err)
+}
+
+// onlyThrottled reports whether err is made of 429 Too Many Requests
+// answers alone.
+func onlyThrottled(err error) bool {
+	var agg kerrors.Aggregate
+	if errors.As(err, &agg) {
+		for _, e := range agg.Errors() {
+			if !onlyThrottled(e) {
+				return false
+			}
+		}
+		return len(agg.Errors()) > 0
+	}
+	return apierrors.IsTooManyRequests(err)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -518,6 +519,11 @@ func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 	var err error
 	if synced {
 		err = f.ping(ctx, c)
+		if apierrors.IsTooManyRequests(err) {
+			// A busy API server answered: it is alive, and its calls
+			// wait for the Retry-After it gave (clusters.Throttled).
+			err = nil
+		}
 	}
 	ok := synced && err == nil
 	if !ok {

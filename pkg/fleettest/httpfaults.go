@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,9 +26,18 @@ import (
 type HTTPFaultProxy struct {
 	srv *httptest.Server
 
-	mu     sync.Mutex
-	status int
-	cut    bool
+	mu         sync.Mutex
+	status     int
+	retryAfter string
+	cut        bool
+	answered   []Answered
+}
+
+// Answered is one request the proxy answered in the API server's place.
+type Answered struct {
+	At     time.Time
+	Path   string
+	Status int
 }
 
 // NewHTTPFaultProxy starts a proxy to the API server of upstream, which it
@@ -46,7 +57,10 @@ func NewHTTPFaultProxy(upstream *rest.Config) (*HTTPFaultProxy, error) {
 	p := &HTTPFaultProxy{}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
-		status, cut := p.status, p.cut
+		status, retryAfter, cut := p.status, p.retryAfter, p.cut
+		if status != 0 && !cut {
+			p.answered = append(p.answered, Answered{At: time.Now(), Path: r.URL.Path, Status: status})
+		}
 		p.mu.Unlock()
 		switch {
 		case cut:
@@ -56,7 +70,7 @@ func NewHTTPFaultProxy(upstream *rest.Config) (*HTTPFaultProxy, error) {
 			panic(http.ErrAbortHandler) // the stream is reset mid-response
 		case status != 0:
 			if status == http.StatusTooManyRequests {
-				w.Header().Set("Retry-After", "1")
+				w.Header().Set("Retry-After", retryAfter)
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
@@ -71,11 +85,24 @@ func NewHTTPFaultProxy(upstream *rest.Config) (*HTTPFaultProxy, error) {
 	return p, nil
 }
 
-// Fail answers every request with status until Heal (0: forward again).
-func (p *HTTPFaultProxy) Fail(status int) {
+// Fail answers every request with status until Heal (0: forward again);
+// a 429 asks to retry after 1s.
+func (p *HTTPFaultProxy) Fail(status int) { p.Throttle(status, "1") }
+
+// Throttle answers every request with status and a Retry-After header of
+// retryAfter (when status is 429) until Heal.
+func (p *HTTPFaultProxy) Throttle(status int, retryAfter string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.status = status
+	p.status, p.retryAfter = status, retryAfter
+}
+
+// Answered returns the requests the proxy answered in the API server's
+// place, in the order it answered them.
+func (p *HTTPFaultProxy) Answered() []Answered {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.answered)
 }
 
 // CutResponses cuts every response off after its headers until Heal.

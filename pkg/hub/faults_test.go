@@ -14,7 +14,7 @@ import (
 )
 
 // A member whose API server hangs (accepts connections, never answers),
-// answers slowly (every response 5s late), is down, or answers 503, 429,
+// answers slowly (every response 5s late), is down, or answers 503,
 // 401, 403 or cut-off responses never holds the work for the others, with the hub's default deadlines: the hub notices within two
 // probe deadlines, aborts what waits on it and fails further calls at
 // once, so updates keep reaching the healthy member within seconds, also
@@ -55,7 +55,6 @@ func TestSickMemberDoesNotHoldTheOthers(t *testing.T) {
 		inject func()
 	}{
 		{"503 service unavailable", func() { proxy.Fail(http.StatusServiceUnavailable) }},
-		{"429 too many requests", func() { proxy.Fail(http.StatusTooManyRequests) }},
 		{"401 unauthorized", func() { proxy.Fail(http.StatusUnauthorized) }},
 		{"403 forbidden", func() { proxy.Fail(http.StatusForbidden) }},
 		{"responses cut off", proxy.CutResponses},
@@ -141,6 +140,105 @@ func sickMemberScenario(t *testing.T, inject, heal func() error) {
 	caughtUp := time.Since(healed)
 	t.Logf("member-a caught up %s after it answered again", caughtUp)
 	g.Expect(caughtUp).To(BeNumerically("<", 10*time.Second), "catching up (5s in the benchmark, without the race detector)")
+	for _, s := range both {
+		g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
+	}
+}
+
+// A member whose API server answers 429 Too Many Requests is busy, not
+// gone. The hub never marks it unreachable for that alone, and honours its
+// Retry-After for the cluster as a whole: after a 429 it sends it nothing
+// but the probe until the time asked for, instead of each call sleeping
+// and retrying on its own (and a worker waiting out a 30s deadline). The
+// other member is served meanwhile, and the throttled one catches up
+// within seconds of answering again, without a failure back-off grown
+// while it was throttled.
+func TestThrottledMemberIsAliveNotDead(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	// The defaults that matter: a 30s call deadline, probes every 10s.
+	hubAgent.stop()
+	hubAgent = startHub("--api-call-timeout=30s", "--cluster-probe-interval=10s", "--cluster-probe-timeout=2s")
+	t.Cleanup(func() {
+		hubAgent.stop()
+		hubAgent = startHub()
+	})
+	proxy, err := fleettest.NewHTTPFaultProxy(memA.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(proxy.Close)
+	kc, err := proxy.Kubeconfig(memA.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fleettest.RegisterCAPI(ctx, hubC.Client, secretsNS, memA, kc)).To(Succeed())
+	t.Cleanup(func() { g.Expect(registerA()).To(Succeed()) })
+
+	src, shared := srcAndShared(t, hubC, memA, memB)
+	var both []*corev1.Secret
+	for i := range 6 {
+		s := sourceSecret(src, fmt.Sprintf("both%d", i), "*/"+shared, map[string]string{"k": "v1"})
+		g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
+		both = append(both, s)
+	}
+	for _, s := range both {
+		eventuallySecret(t, memA, shared, s.Name, nil)
+		g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
+	}
+	throttledBefore := hubGauge("fleetmirror_cluster_throttled_total", memA.Name)
+
+	// API Priority and Fairness's answer: 429, Retry-After 1.
+	proxy.Throttle(http.StatusTooManyRequests, "1")
+	t.Cleanup(func() { _ = proxy.Heal() })
+	throttledAt := time.Now()
+	for round := 2; round <= 4; round++ {
+		v := fmt.Sprintf("v%d", round)
+		for _, s := range both {
+			change(t, hubC, s, func() { s.Data["k"] = []byte(v) })
+		}
+		start := time.Now()
+		for _, s := range both {
+			eventuallySecretWithin(t, memB, shared, s.Name, 5*time.Second, func(g Gomega, m *corev1.Secret) {
+				g.Expect(m.Data).To(HaveKeyWithValue("k", []byte(v)))
+			})
+		}
+		t.Logf("round %d reached member-b after %s", round, time.Since(start).Round(10*time.Millisecond))
+	}
+	g.Expect(hubGauge("fleetmirror_cluster_throttled_total", memA.Name)).To(BeNumerically(">", throttledBefore))
+	// Alive all along: never marked unreachable, never said to be.
+	g.Consistently(func(g Gomega) {
+		g.Expect(hubGauge("fleetmirror_hub_cluster_up", memA.Name)).To(Equal(1.0))
+		for _, s := range both {
+			g.Expect(status(hubC, s)()).NotTo(ContainSubstring("unreachable"))
+		}
+	}, 3*time.Second, poll).Should(Succeed())
+	t.Logf("status while throttled: %q", status(hubC, both[0])())
+
+	// The Retry-After held the cluster, not one call: the requests it got
+	// came in bursts at least a second apart (each burst: the calls that
+	// waited for the back-off to end), never in between. The probe is
+	// always sent.
+	var last time.Time
+	n := 0
+	for _, a := range proxy.Answered() {
+		if a.Path == "/readyz" || a.At.Before(throttledAt) {
+			continue
+		}
+		n++
+		if gap := a.At.Sub(last); !last.IsZero() && gap > 300*time.Millisecond && gap < 700*time.Millisecond {
+			t.Errorf("request %s %s after the one before: neither of its burst nor after the Retry-After", a.Path, gap.Round(time.Millisecond))
+		}
+		last = a.At
+	}
+	t.Logf("%d requests answered 429 in %s", n, time.Since(throttledAt).Round(time.Second))
+
+	// It catches up within seconds once it answers again.
+	g.Expect(proxy.Heal()).To(Succeed())
+	healed := time.Now()
+	for _, s := range both {
+		eventuallySecretWithin(t, memA, shared, s.Name, 10*time.Second, func(g Gomega, m *corev1.Secret) {
+			g.Expect(m.Data).To(HaveKeyWithValue("k", []byte("v4")))
+		})
+	}
+	t.Logf("member-a caught up %s after it answered again", time.Since(healed).Round(10*time.Millisecond))
+	g.Expect(time.Since(healed)).To(BeNumerically("<", 5*time.Second))
 	for _, s := range both {
 		g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
 	}

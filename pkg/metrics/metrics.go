@@ -70,6 +70,13 @@ var (
 		Help: "Calls of the mirroring pipeline (writes and reads) to a cluster that have not returned yet.",
 	}, []string{"cluster"})
 
+	// Throttled counts the 429 Too Many Requests answers of a cluster: a
+	// busy API server, which is backed off, never marked unreachable.
+	Throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetmirror_cluster_throttled_total",
+		Help: "Answers 429 Too Many Requests from a cluster's API server; each holds the cluster's requests for its Retry-After.",
+	}, []string{"cluster"})
+
 	// ClusterUp says whether the member agent's own API server answers.
 	ClusterUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fleetmirror_cluster_up",
@@ -98,7 +105,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, ClusterUp, RegistrationErrors, BuildInfo)
+	Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, Throttled, ClusterUp, RegistrationErrors, BuildInfo)
 	BuildInfo.WithLabelValues(version.Version, version.Revision, version.GoVersion).Set(1)
 }
 
@@ -117,7 +124,7 @@ func ObservePropagation(kind, sourceCluster, cluster string, d time.Duration) {
 func ForgetCluster(cluster string) {
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{SyncOperations, Conflicts, Mirrors, WatchedKinds, WatchEvents, CallsInFlight, PullOperations, PullMirrors} {
+	}{SyncOperations, Conflicts, Mirrors, WatchedKinds, WatchEvents, CallsInFlight, Throttled, PullOperations, PullMirrors} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 	PropagationSeconds.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
