@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
@@ -86,7 +85,7 @@ type Pipeline struct {
 	// reconcile and feed are the reconciler's and the event source's; a
 	// test of the worker loop sets its own.
 	reconcile func(context.Context, Key) (Result, error)
-	feed      func(context.Context, workqueue.TypedRateLimitingInterface[Key]) error
+	feed      func(context.Context, queue, *sweeps) error
 }
 
 // New returns the pipeline of o.

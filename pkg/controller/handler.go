@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
@@ -27,27 +26,39 @@ type eventSource struct {
 	// concerns the sources of every other cluster.
 	crossCluster bool
 
-	mu    sync.RWMutex
-	queue workqueue.TypedRateLimitingInterface[Key]
+	mu     sync.RWMutex
+	queue  queue
+	sweeps *sweeps
 }
 
 var _ fleet.Subscriber = (*eventSource)(nil)
 
-// current returns the work queue, nil before Start.
-func (e *eventSource) current() workqueue.TypedRateLimitingInterface[Key] {
+// current returns the work queue and the sweeps, nil before Start.
+func (e *eventSource) current() (queue, *sweeps) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.queue
+	return e.queue, e.sweeps
 }
 
-func (e *eventSource) add(k Key) {
-	if q := e.current(); q != nil {
+// add queues k as a change.
+func (e *eventSource) add(k Key) { e.addAt(k, 0) }
+
+// addAt queues k with priority prio: 0 for a change, sweepPriority for
+// what a sweep looks at again (see sweeps).
+func (e *eventSource) addAt(k Key, prio int) {
+	q, sw := e.current()
+	switch {
+	case q == nil:
+	case prio == sweepPriority:
+		sw.add(k)
+	default:
+		sw.drop(k)
 		q.Add(k)
 	}
 }
 
 func (e *eventSource) addAfter(k Key, d time.Duration) {
-	if q := e.current(); q != nil {
+	if q, _ := e.current(); q != nil {
 		q.AddAfter(k, d)
 	}
 }
@@ -77,7 +88,7 @@ func (e *eventSource) Mirror(cluster string, gvk schema.GroupVersionKind, obj *c
 		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] && e.sourceCached(gvk, obj) {
 		return
 	}
-	e.enqueueSourceOf(gvk, obj)
+	e.enqueueSourceOf(gvk, obj, 0)
 }
 
 // sourceCached reports whether the source of mirror m is in its cluster's
@@ -95,10 +106,10 @@ func (e *eventSource) sourceCached(gvk schema.GroupVersionKind, m *clusters.Mirr
 	return cached
 }
 
-func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror) {
+func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror, prio int) {
 	cluster, ns, name, ok := ParseSourceRef(obj.GetAnnotations()[annotations.AnnotationSource])
 	if ok {
-		e.add(Key{Cluster: cluster, GVK: gvk, Namespace: ns, Name: name})
+		e.addAt(Key{Cluster: cluster, GVK: gvk, Namespace: ns, Name: name}, prio)
 	}
 }
 
@@ -108,7 +119,7 @@ func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters
 func (e *eventSource) Namespace(cluster string, ns *metav1.PartialObjectMetadata) {
 	for _, c := range e.fleet.Clusters() {
 		if (c.Name() == cluster) != e.crossCluster {
-			e.enqueueSources(c)
+			e.enqueueSources(c, 0)
 		}
 	}
 	e.enqueuePullsIn(cluster, ns.GetName())
@@ -126,11 +137,11 @@ func (e *eventSource) Policy(cluster string, p *v1alpha1.MirrorPolicy, _ bool) {
 func (e *eventSource) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
 	for _, other := range e.fleet.Clusters() {
 		if other == c || e.crossCluster {
-			e.enqueueKind(other, gvk)
+			e.enqueueKind(other, gvk, sweepPriority)
 		}
 	}
 	for _, m := range c.AllMirrors(gvk) {
-		e.enqueueSourceOf(gvk, m)
+		e.enqueueSourceOf(gvk, m, sweepPriority)
 	}
 }
 
@@ -150,9 +161,10 @@ func (e *eventSource) Left(name string, gone bool) {
 	e.enqueueAll()
 }
 
+// enqueueAll queues every source of every cluster, as a sweep does.
 func (e *eventSource) enqueueAll() {
 	for _, c := range e.fleet.Clusters() {
-		e.enqueueSources(c)
+		e.enqueueSources(c, sweepPriority)
 	}
 }
 
@@ -163,32 +175,32 @@ func (e *eventSource) clusterGone(name string) {
 		for _, gvk := range c.Watched() {
 			for _, m := range c.AllMirrors(gvk) {
 				if cl, _, _, ok := ParseSourceRef(m.GetAnnotations()[annotations.AnnotationSource]); ok && cl == name {
-					e.enqueueSourceOf(gvk, m)
+					e.enqueueSourceOf(gvk, m, sweepPriority)
 				}
 			}
 		}
 	}
 }
 
-func (e *eventSource) enqueueSources(c *clusters.Cluster) {
+func (e *eventSource) enqueueSources(c *clusters.Cluster, prio int) {
 	for _, gvk := range c.Watched() {
-		e.enqueueKind(c, gvk)
+		e.enqueueKind(c, gvk, prio)
 	}
 }
 
 // enqueueKind enqueues the sources and the pull mirrors of kind gvk in c.
-func (e *eventSource) enqueueKind(c *clusters.Cluster, gvk schema.GroupVersionKind) {
+func (e *eventSource) enqueueKind(c *clusters.Cluster, gvk schema.GroupVersionKind, prio int) {
 	for _, s := range c.Sources(gvk) {
-		e.add(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()})
+		e.addAt(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()}, prio)
 	}
-	e.enqueuePulls(c, gvk)
+	e.enqueuePulls(c, gvk, prio)
 }
 
 // Start is the controller source. Once the fleet is known and the local
 // caches have synced it records the queue and enqueues every source and
 // the source of every mirror, which sweeps mirrors orphaned while the
 // agent was down. It returns at once.
-func (e *eventSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
+func (e *eventSource) Start(ctx context.Context, q queue, sw *sweeps) error {
 	go func() {
 		// After an outage of the agent's own API server, a leader that
 		// took over meanwhile starts once its watches have caught up.
@@ -196,7 +208,7 @@ func (e *eventSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 			return
 		}
 		e.mu.Lock()
-		e.queue = q
+		e.queue, e.sweeps = q, sw
 		e.mu.Unlock()
 		for _, c := range e.fleet.Clusters() {
 			e.sweep(c)
@@ -211,7 +223,7 @@ func (e *eventSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 func (e *eventSource) Up(c *clusters.Cluster) {
 	for _, other := range e.fleet.Clusters() {
 		if other != c {
-			e.enqueueSources(other)
+			e.enqueueSources(other, sweepPriority)
 		}
 	}
 	e.sweep(c)
@@ -222,15 +234,15 @@ func (e *eventSource) Up(c *clusters.Cluster) {
 // when it has (KindSynced).
 func (e *eventSource) sweep(c *clusters.Cluster) {
 	for _, p := range c.Policies() {
-		e.add(policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name)))
+		e.addAt(policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name)), sweepPriority)
 	}
 	for _, gvk := range c.Watched() {
 		if synced, _ := c.KindSynced(gvk); !synced {
 			continue
 		}
-		e.enqueueKind(c, gvk)
+		e.enqueueKind(c, gvk, sweepPriority)
 		for _, m := range c.AllMirrors(gvk) {
-			e.enqueueSourceOf(gvk, m)
+			e.enqueueSourceOf(gvk, m, sweepPriority)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +13,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
@@ -70,7 +70,7 @@ func TestWorkerLoop(t *testing.T) {
 			}
 			return s[i].res, s[i].err
 		},
-		feed: func(_ context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
+		feed: func(_ context.Context, q queue, _ *sweeps) error {
 			for n := range scripts {
 				q.Add(Key{Name: n})
 			}
@@ -113,7 +113,7 @@ func TestWorkerLoop(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan struct{})
-	p.feed = func(_ context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
+	p.feed = func(_ context.Context, q queue, _ *sweeps) error {
 		q.Add(Key{Name: "slow"})
 		return nil
 	}
@@ -129,4 +129,62 @@ func TestWorkerLoop(t *testing.T) {
 	cancel()
 	g.Eventually(done, "5s").Should(Receive(BeNil()))
 	g.Expect(returned.Load()).To(BeTrue(), "Run returned before the reconcile in flight")
+}
+
+// A change is served before the rest of a sweep: with a sweep of 200
+// sources queued and reconciled one at a time, a source that changes
+// meanwhile is among the next reconciles, not the 201st; a swept source
+// that changes moves up too, and is not reconciled twice for it.
+func TestChangesBeforeTheSweep(t *testing.T) {
+	g := NewWithT(t)
+	name := fmt.Sprintf("priority-test-%d", time.Now().UnixNano())
+	const swept = 200
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	e := &eventSource{}
+	started := make(chan struct{})
+	p := &Pipeline{
+		opts: Options{Name: name, Workers: 2},
+		reconcile: func(_ context.Context, k Key) (Result, error) {
+			time.Sleep(2 * time.Millisecond) // a sweep that takes a while
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, k.Name)
+			return Result{}, nil
+		},
+		feed: func(_ context.Context, q queue, sw *sweeps) error {
+			e.queue, e.sweeps = q, sw
+			for i := range swept {
+				e.addAt(Key{Name: fmt.Sprintf("swept-%d", i)}, sweepPriority)
+			}
+			close(started)
+			return nil
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	<-started
+	reconciled := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order)
+	}
+	g.Eventually(reconciled, "5s", "1ms").Should(BeNumerically(">=", 10))
+	at := reconciled()
+	e.add(Key{Name: "changed"})
+	e.add(Key{Name: fmt.Sprintf("swept-%d", swept-1)}) // queued by the sweep, then changed
+	g.Eventually(reconciled, "10s", "5ms").Should(Equal(swept + 1))
+	g.Consistently(reconciled, "100ms", "5ms").Should(Equal(swept+1), "a swept source that changed was reconciled twice")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"changed", fmt.Sprintf("swept-%d", swept-1)} {
+		i := slices.Index(order, name)
+		g.Expect(i).To(BeNumerically("<=", at+6), "%s reconciled %d-th, after %d of the sweep's that were queued before it", name, i+1, i-at)
+	}
+	cancel()
+	g.Eventually(done, "5s").Should(Receive(BeNil()))
 }
