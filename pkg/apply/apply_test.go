@@ -107,7 +107,10 @@ func TestSeenDropsMemoOnceCached(t *testing.T) {
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	cached := func(uid, rv string) *clusters.Mirror {
 		m := &clusters.Mirror{}
-		m.Namespace, m.Name, m.UID, m.ResourceVersion = "team-a", "db", types.UID(uid), rv
+		m.SetNamespace("team-a")
+		m.SetName("db")
+		m.SetUID(types.UID(uid))
+		m.SetResourceVersion(rv)
 		return m
 	}
 	tests := []struct {

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 )
@@ -21,34 +23,105 @@ import (
 // updated in place, and the hash of its content. The payload is not kept, so
 // the cache's memory does not grow with the size of what is mirrored.
 //
-// Of ObjectMeta only Name, Namespace, UID, ResourceVersion, Labels,
-// Annotations and DeletionTimestamp are set. Mirrors are shared with the
-// cache: never modify one.
+// It is a metav1.Object of its own rather than an embedded ObjectMeta,
+// which with its fields no stage reads (generation, owners, finalizers,
+// managed fields, timestamps...) made up 232 of its 312 bytes: a cached
+// mirror costs about a third less (BenchmarkMirrorCacheMemory). Of the
+// metadata only name, namespace, UID, resourceVersion, labels,
+// annotations and deletionTimestamp are kept; the other getters return
+// nothing and their setters drop what they are given. Mirrors are shared
+// with the cache: never modify one.
 type Mirror struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
+	mirrorMeta
 
 	// SecretType is the type field of a Secret; "" for other kinds.
 	SecretType string
-	// Immutable is the object's immutable field.
-	Immutable bool
 	// ObservedHash is desired.Hash of the live object, computed when the
 	// cache stored it: drift shows as a difference from the content hash
 	// we stamped.
 	ObservedHash string
+	// Immutable is the object's immutable field.
+	Immutable bool
 
-	// shared holds Labels and Annotations when other mirrors have the same
+	// shared holds labels and annotations when other mirrors have the same
 	// ones; it keeps them in the sharing table while this mirror lives.
 	shared *sharedMeta
+}
+
+var (
+	_ metav1.Object     = (*Mirror)(nil)
+	_ runtime.Object    = (*Mirror)(nil)
+	_ schema.ObjectKind = (*mirrorMeta)(nil)
+)
+
+// mirrorMeta is the metadata a Mirror keeps, and its metav1.Object
+// methods.
+type mirrorMeta struct {
+	apiVersion, kind    string
+	name, namespace     string
+	uid                 types.UID
+	resourceVersion     string
+	deletionTimestamp   *metav1.Time
+	labels, annotations map[string]string
 }
 
 // DeepCopyObject implements runtime.Object.
 func (m *Mirror) DeepCopyObject() runtime.Object {
 	out := *m
-	m.ObjectMeta.DeepCopyInto(&out.ObjectMeta) //nolint:staticcheck // named: only the metadata is deep-copied here
-	out.shared = nil                           // the copy has maps of its own
+	out.labels, out.annotations = maps.Clone(m.labels), maps.Clone(m.annotations)
+	out.deletionTimestamp = m.deletionTimestamp.DeepCopy()
+	out.shared = nil // the copy has maps of its own
 	return &out
 }
+
+// GetObjectKind implements runtime.Object.
+func (m *mirrorMeta) GetObjectKind() schema.ObjectKind { return m }
+
+// GroupVersionKind implements schema.ObjectKind.
+func (m *mirrorMeta) GroupVersionKind() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(m.apiVersion, m.kind)
+}
+
+// SetGroupVersionKind implements schema.ObjectKind.
+func (m *mirrorMeta) SetGroupVersionKind(gvk schema.GroupVersionKind) {
+	m.apiVersion, m.kind = gvk.ToAPIVersionAndKind()
+}
+
+// The metadata a Mirror keeps.
+
+func (m *mirrorMeta) GetNamespace() string                { return m.namespace }
+func (m *mirrorMeta) SetNamespace(v string)               { m.namespace = v }
+func (m *mirrorMeta) GetName() string                     { return m.name }
+func (m *mirrorMeta) SetName(v string)                    { m.name = v }
+func (m *mirrorMeta) GetUID() types.UID                   { return m.uid }
+func (m *mirrorMeta) SetUID(v types.UID)                  { m.uid = v }
+func (m *mirrorMeta) GetResourceVersion() string          { return m.resourceVersion }
+func (m *mirrorMeta) SetResourceVersion(v string)         { m.resourceVersion = v }
+func (m *mirrorMeta) GetDeletionTimestamp() *metav1.Time  { return m.deletionTimestamp }
+func (m *mirrorMeta) SetDeletionTimestamp(v *metav1.Time) { m.deletionTimestamp = v }
+func (m *mirrorMeta) GetLabels() map[string]string        { return m.labels }
+func (m *mirrorMeta) SetLabels(v map[string]string)       { m.labels = v }
+func (m *mirrorMeta) GetAnnotations() map[string]string   { return m.annotations }
+func (m *mirrorMeta) SetAnnotations(v map[string]string)  { m.annotations = v }
+
+// The metadata a Mirror drops: no stage reads it.
+
+func (m *mirrorMeta) GetGenerateName() string                       { return "" }
+func (m *mirrorMeta) SetGenerateName(string)                        {}
+func (m *mirrorMeta) GetGeneration() int64                          { return 0 }
+func (m *mirrorMeta) SetGeneration(int64)                           {}
+func (m *mirrorMeta) GetSelfLink() string                           { return "" }
+func (m *mirrorMeta) SetSelfLink(string)                            {}
+func (m *mirrorMeta) GetCreationTimestamp() metav1.Time             { return metav1.Time{} }
+func (m *mirrorMeta) SetCreationTimestamp(metav1.Time)              {}
+func (m *mirrorMeta) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (m *mirrorMeta) SetDeletionGracePeriodSeconds(*int64)          {}
+func (m *mirrorMeta) GetFinalizers() []string                       { return nil }
+func (m *mirrorMeta) SetFinalizers([]string)                        {}
+func (m *mirrorMeta) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (m *mirrorMeta) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (m *mirrorMeta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (m *mirrorMeta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
 
 // Traits returns the fields of obj that decide whether it can be updated in
 // place: a Secret's type and the immutable flag.
@@ -73,17 +146,17 @@ func summarizeMirror(obj any) (any, error) {
 	}
 	secretType, immutable := Traits(u)
 	shared := shareMeta(u.GetLabels(), withoutLastApplied(u.GetAnnotations()))
-	m := &Mirror{
-		TypeMeta: metav1.TypeMeta{APIVersion: intern(u.GetAPIVersion()), Kind: intern(u.GetKind())},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              intern(u.GetName()),
-			Namespace:         intern(u.GetNamespace()),
-			UID:               u.GetUID(),
-			ResourceVersion:   u.GetResourceVersion(),
-			Labels:            shared.labels,
-			Annotations:       shared.annotations,
-			DeletionTimestamp: u.GetDeletionTimestamp(),
-		},
+	m := &Mirror{mirrorMeta: mirrorMeta{
+		apiVersion:        intern(u.GetAPIVersion()),
+		kind:              intern(u.GetKind()),
+		name:              intern(u.GetName()),
+		namespace:         intern(u.GetNamespace()),
+		uid:               u.GetUID(),
+		resourceVersion:   u.GetResourceVersion(),
+		labels:            shared.labels,
+		annotations:       shared.annotations,
+		deletionTimestamp: u.GetDeletionTimestamp(),
+	},
 		SecretType:   intern(secretType),
 		Immutable:    immutable,
 		ObservedHash: intern(desired.Hash(u)),
