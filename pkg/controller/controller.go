@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"

@@ -63,12 +63,20 @@ func (e *eventSource) addAfter(k Key, d time.Duration) {
 	}
 }
 
-// Source enqueues a changed source.
-func (e *eventSource) Source(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, _ bool) {
+// Source enqueues a changed source, unless the change is our own write of
+// its metadata (ownWrites).
+func (e *eventSource) Source(cluster string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, deleted bool) {
 	k := Key{Cluster: cluster, GVK: gvk, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	e.reconciler.Observe(k)
-	e.add(k)
-	e.enqueuePullsOf(cluster, gvk, obj)
+	changed := func() {
+		e.reconciler.Observe(k)
+		e.add(k)
+		e.enqueuePullsOf(cluster, gvk, obj)
+	}
+	if deleted {
+		changed()
+		return
+	}
+	e.reconciler.own.sort(k, obj.GetResourceVersion(), changed)
 }
 
 // Mirror enqueues the source of a mirror that was deleted or drifted from

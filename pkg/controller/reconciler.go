@@ -50,9 +50,9 @@ type Reconciler struct {
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
-	// sourceWrites holds the resourceVersion of our last write of each
-	// source, to tell a cache that lags behind it.
-	sourceWrites sync.Map // Key -> string
+	// own tells the watch events of our own writes of sources' metadata
+	// from everybody else's changes.
+	own ownWrites
 	// refusals is the budget of warnings about mirrors posing as sources;
 	// made on first use.
 	refusals     *rate.Limiter
@@ -652,7 +652,7 @@ func (r *Reconciler) warned(c *clusters.Cluster, src *unstructured.Unstructured,
 }
 
 func (r *Reconciler) forget(key Key) {
-	r.sourceWrites.Delete(key)
+	r.own.forget(key)
 	r.breaker.forget(key)
 	r.observed.Delete(key)
 	r.reported.Delete(key)
@@ -692,7 +692,7 @@ func (r *Reconciler) patchSource(ctx context.Context, c *clusters.Cluster, key K
 // source; the record keeps what the other writer put there meanwhile.
 func (r *Reconciler) patchSourceRecord(ctx context.Context, c *clusters.Cluster, key Key, src metav1.Object, part, copied *string) (metav1.Object, error) {
 	cur := src
-	if v, ok := r.sourceWrites.Load(key); ok && olderThan(cur.GetResourceVersion(), v.(string)) {
+	if last := r.own.lastOf(key); last != "" && olderThan(cur.GetResourceVersion(), last) {
 		fresh, err := r.freshSource(ctx, c, key)
 		if err != nil {
 			return nil, err
@@ -709,11 +709,13 @@ func (r *Reconciler) patchSourceRecord(ctx context.Context, c *clusters.Cluster,
 		if fins == nil && status == nil && record == nil {
 			return cur, nil
 		}
+		end := r.own.begin(key)
 		written, err := r.patchMetadata(ctx, c, key, cur.GetResourceVersion(), fins, status, record)
 		if err == nil {
-			r.sourceWrites.Store(key, written.GetResourceVersion())
+			end(written.GetResourceVersion())
 			return written, nil
 		}
+		end("")
 		if !apierrors.IsConflict(err) || attempt > 0 {
 			return nil, err
 		}
