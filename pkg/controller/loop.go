@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -38,6 +39,7 @@ func newQueue(name string) queue {
 // package and with it every typed client of client-go: 9.6 MB more in the
 // member's binary, whose goal is 30 MB.
 type sweeps struct {
+	gauge   prometheus.Gauge // metrics.SweepPending of the controller
 	mu      sync.Mutex
 	pending []Key
 	queued  map[Key]struct{}
@@ -45,8 +47,10 @@ type sweeps struct {
 	wake chan struct{}
 }
 
-func newSweeps() *sweeps {
-	return &sweeps{queued: map[Key]struct{}{}, wake: make(chan struct{}, 1)}
+func newSweeps(name string) *sweeps {
+	g := metrics.SweepPending.WithLabelValues(name)
+	g.Set(0)
+	return &sweeps{gauge: g, queued: map[Key]struct{}{}, wake: make(chan struct{}, 1)}
 }
 
 func (s *sweeps) signal() {
@@ -62,6 +66,7 @@ func (s *sweeps) add(k Key) {
 	if _, ok := s.queued[k]; !ok {
 		s.queued[k] = struct{}{}
 		s.pending = append(s.pending, k)
+		s.gauge.Inc()
 	}
 	s.mu.Unlock()
 	s.signal()
@@ -70,7 +75,10 @@ func (s *sweeps) add(k Key) {
 // drop takes k out of the sweep: it was queued as a change.
 func (s *sweeps) drop(k Key) {
 	s.mu.Lock()
-	delete(s.queued, k) // pop skips a key no longer in queued
+	if _, ok := s.queued[k]; ok {
+		delete(s.queued, k) // pop skips a key no longer in queued
+		s.gauge.Dec()
+	}
 	s.mu.Unlock()
 }
 
@@ -84,6 +92,7 @@ func (s *sweeps) pop() (Key, bool) {
 		s.pending = s.pending[1:]
 		if _, ok := s.queued[k]; ok {
 			delete(s.queued, k)
+			s.gauge.Dec()
 			return k, true
 		}
 	}
@@ -130,7 +139,7 @@ type Result struct {
 // (controller_runtime_*, workqueue_*).
 func (p *Pipeline) Run(ctx context.Context) error {
 	name := p.opts.Name
-	q, sw := newQueue(name), newSweeps()
+	q, sw := newQueue(name), newSweeps(name)
 	workers := max(p.opts.Workers, 1)
 	if err := p.feed(ctx, q, sw); err != nil {
 		q.ShutDown()

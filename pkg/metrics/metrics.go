@@ -70,6 +70,15 @@ var (
 		Help: "Calls of the mirroring pipeline (writes and reads) to a cluster that have not returned yet.",
 	}, []string{"cluster"})
 
+	// SweepPending counts the sources a sweep (a start, a cluster up or
+	// down, a kind newly synced) has yet to hand to the work queue, which
+	// takes them only while it holds fewer items than there are workers:
+	// with workqueue_depth, the work that waits.
+	SweepPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetmirror_sweep_pending",
+		Help: "Sources a sweep has yet to hand to the work queue, which serves changes first.",
+	}, []string{"controller"})
+
 	// Throttled counts the 429 Too Many Requests answers of a cluster: a
 	// busy API server, which is backed off, never marked unreachable.
 	Throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -105,7 +114,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, Throttled, ClusterUp, RegistrationErrors, BuildInfo)
+	Registry.MustRegister(SyncOperations, Conflicts, InvalidAnnotations, PropagationSeconds, Mirrors, WatchedKinds, WatchEvents, CircuitOpen, TransformErrors, CallsInFlight, Throttled, SweepPending, ClusterUp, RegistrationErrors, BuildInfo)
 	BuildInfo.WithLabelValues(version.Version, version.Revision, version.GoVersion).Set(1)
 }
 
