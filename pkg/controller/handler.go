@@ -29,6 +29,10 @@ type eventSource struct {
 	mu     sync.RWMutex
 	queue  queue
 	sweeps *sweeps
+	// ups counts the Up calls of each cluster; startSwept holds the
+	// clusters Start swept before their first Up (see Up).
+	ups        map[string]int
+	startSwept map[string]bool
 }
 
 var _ fleet.Subscriber = (*eventSource)(nil)
@@ -215,10 +219,13 @@ func (e *eventSource) Start(ctx context.Context, q queue, sw *sweeps) error {
 		if e.fleet.WaitForLocal(ctx) != nil || e.fleet.WaitForLocalWatches(ctx) != nil {
 			return
 		}
-		e.mu.Lock()
-		e.queue, e.sweeps = q, sw
-		e.mu.Unlock()
-		for _, c := range e.fleet.Clusters() {
+		clusters := e.fleet.Clusters()
+		names := make([]string, len(clusters))
+		for i, c := range clusters {
+			names[i] = c.Name()
+		}
+		e.begin(q, sw, names)
+		for _, c := range clusters {
 			e.sweep(c)
 		}
 	}()
@@ -228,13 +235,52 @@ func (e *eventSource) Start(ctx context.Context, q queue, sw *sweeps) error {
 // Up is called when a cluster has its caches and answers, at first or
 // again: its sources, the sources of its mirrors, and every other source
 // (the cluster may be a new target) are looked at.
+//
+// The member agent's own cluster, when Start swept it from synced caches
+// before its first Up, is not swept again then: nothing changed in between
+// that its events did not bring, and the second sweep made every source
+// of a starting agent be reconciled twice. (On the hub a cluster that was
+// not up yet is a pending target for the others, so it is swept.)
 func (e *eventSource) Up(c *clusters.Cluster) {
+	if e.firstUpAfterStart(c.Name()) && !e.crossCluster {
+		return
+	}
 	for _, other := range e.fleet.Clusters() {
 		if other != c {
 			e.enqueueSources(other, sweepPriority)
 		}
 	}
 	e.sweep(c)
+}
+
+// begin records the queue and the sweeps, and notes which of the clusters
+// named, about to be swept, have not been up yet.
+func (e *eventSource) begin(q queue, sw *sweeps, names []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.queue, e.sweeps = q, sw
+	if e.startSwept == nil {
+		e.startSwept = map[string]bool{}
+	}
+	for _, name := range names {
+		if e.ups[name] == 0 {
+			e.startSwept[name] = true
+		}
+	}
+}
+
+// firstUpAfterStart counts an Up of the cluster named name and reports
+// whether it is the first one and Start swept the cluster before it.
+func (e *eventSource) firstUpAfterStart(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ups == nil {
+		e.ups = map[string]int{}
+	}
+	e.ups[name]++
+	swept := e.startSwept[name]
+	delete(e.startSwept, name)
+	return swept && e.ups[name] == 1
 }
 
 // sweep enqueues the sources of c and the sources of its mirrors, of every

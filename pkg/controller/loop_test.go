@@ -195,3 +195,33 @@ func TestChangesBeforeTheSweep(t *testing.T) {
 	cancel()
 	g.Eventually(done, "5s").Should(Receive(BeNil()))
 }
+
+// The first Up of a cluster that Start swept just before is the only one
+// that needs no sweep of its own: an Up before Start (its sweep was
+// dropped: no queue yet), and every later Up (a reconnect), do.
+func TestFirstUpAfterStart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []string // "start" or "up"
+		want  []bool   // firstUpAfterStart of each "up"
+	}{
+		{"start, then up, then a reconnect", []string{"start", "up", "up"}, []bool{true, false}},
+		{"up before start", []string{"up", "start", "up"}, []bool{false, false}},
+		{"a second leadership", []string{"start", "up", "start", "up"}, []bool{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &eventSource{}
+			var got []bool
+			for _, step := range tc.steps {
+				if step == "start" {
+					e.begin(nil, nil, []string{"local"})
+				} else {
+					got = append(got, e.firstUpAfterStart("local"))
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
