@@ -162,6 +162,7 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	}
 	c.httpClient, c.transport = httpClient, transport
 	c.throttle = &throttle{cluster: opts.Name}
+	metrics.Throttled.WithLabelValues(opts.Name).Add(0) // exported from the start, as 0
 	transport.down, transport.throttle = c.unreachable, c.throttle
 	rawCfg := rest.CopyConfig(cfg)
 	// The raw client reads /readyz. The scheme of metav1 alone decodes

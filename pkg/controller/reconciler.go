@@ -279,6 +279,12 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	if req.CopyOnce && via == nil {
 		copied = r.copiedPart(key, sum)
 	}
+	if sum.err() != nil || len(plan.Unreachable) > 0 || plan.Pending > 0 {
+		// Some targets do not have this version yet: the reconcile that
+		// writes them measures its propagation from the same observation
+		// (a target cluster whose kind was still syncing, say).
+		r.keepObserved(key, observedAt)
+	}
 	return r.finish(ctx, c, key, src, meta, plan, sum, via, copied)
 }
 
@@ -662,6 +668,14 @@ func (r *Reconciler) forget(key Key) {
 // Only the first change before a reconcile counts.
 func (r *Reconciler) Observe(key Key) {
 	r.observed.LoadOrStore(key, time.Now())
+}
+
+// keepObserved puts back an observation takeObserved took, unless a later
+// event noted one already (the earlier is kept either way).
+func (r *Reconciler) keepObserved(key Key, at time.Time) {
+	if !at.IsZero() {
+		r.observed.LoadOrStore(key, at)
+	}
 }
 
 func (r *Reconciler) takeObserved(key Key) time.Time {
