@@ -141,14 +141,3 @@ func retryAfter(v string, now time.Time) time.Duration {
 	}
 	return min(max(d, minThrottle), maxThrottle)
 }
-
-// Throttled returns since when the cluster has answered 429 Too Many
-// Requests without a different answer in between, and whether it does
-// now. A throttled cluster is reachable: its calls wait for the time it
-// asked for.
-func (c *Cluster) Throttled() (time.Time, bool) {
-	if c.throttle == nil {
-		return time.Time{}, false
-	}
-	return c.throttle.throttledSince()
-}

@@ -64,9 +64,10 @@ func (o *ownWrites) end(key Key, w *ownWrite, written string) {
 		delete(o.inFlight, key)
 		held = w.events
 	}
+	last := o.last[key]
 	o.mu.Unlock()
 	for _, e := range held {
-		if e.resourceVersion != o.lastOf(key) {
+		if e.resourceVersion != last {
 			e.handle()
 		}
 	}

@@ -21,13 +21,7 @@ import (
 // for sources that never target the sick one; the status says since when
 // the member is unreachable, and it catches up once it answers again.
 func TestSickMemberDoesNotHoldTheOthers(t *testing.T) {
-	// The defaults that matter: a 30s call deadline, probes every 10s.
-	hubAgent.stop()
-	hubAgent = startHub("--api-call-timeout=30s", "--cluster-probe-interval=10s", "--cluster-probe-timeout=2s")
-	t.Cleanup(func() {
-		hubAgent.stop()
-		hubAgent = startHub()
-	})
+	withDefaultDeadlines(t)
 	for _, fault := range []struct {
 		name         string
 		inject, heal func() error
@@ -42,14 +36,7 @@ func TestSickMemberDoesNotHoldTheOthers(t *testing.T) {
 
 	// HTTP-level faults: member-a registered through an HTTPS proxy that
 	// answers in the API server's place.
-	g := NewWithT(t)
-	proxy, err := fleettest.NewHTTPFaultProxy(memA.Config)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(proxy.Close)
-	kc, err := proxy.Kubeconfig(memA.Name)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(fleettest.RegisterCAPI(context.Background(), hubC.Client, secretsNS, memA, kc)).To(Succeed())
-	t.Cleanup(func() { g.Expect(registerA()).To(Succeed()) })
+	proxy := registerAThroughHTTPProxy(t)
 	for _, fault := range []struct {
 		name   string
 		inject func()
@@ -70,12 +57,7 @@ func sickMemberScenario(t *testing.T, inject, heal func() error) {
 	ctx := context.Background()
 	src, shared := srcAndShared(t, hubC, memA, memB)
 	// More sources that target the hung member than the hub has workers.
-	var both []*corev1.Secret
-	for i := range 6 {
-		s := sourceSecret(src, fmt.Sprintf("both%d", i), "*/"+shared, map[string]string{"k": "v1"})
-		g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
-		both = append(both, s)
-	}
+	both := sourcesInBoth(t, src, shared)
 	onlyB := sourceSecret(src, "only-b", "member-b/"+shared, map[string]string{"k": "v1"})
 	g.Expect(hubC.Client.Create(ctx, onlyB)).To(Succeed())
 	for _, s := range append(both, onlyB) {
@@ -155,29 +137,11 @@ func sickMemberScenario(t *testing.T, inject, heal func() error) {
 // while it was throttled.
 func TestThrottledMemberIsAliveNotDead(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
-	// The defaults that matter: a 30s call deadline, probes every 10s.
-	hubAgent.stop()
-	hubAgent = startHub("--api-call-timeout=30s", "--cluster-probe-interval=10s", "--cluster-probe-timeout=2s")
-	t.Cleanup(func() {
-		hubAgent.stop()
-		hubAgent = startHub()
-	})
-	proxy, err := fleettest.NewHTTPFaultProxy(memA.Config)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(proxy.Close)
-	kc, err := proxy.Kubeconfig(memA.Name)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(fleettest.RegisterCAPI(ctx, hubC.Client, secretsNS, memA, kc)).To(Succeed())
-	t.Cleanup(func() { g.Expect(registerA()).To(Succeed()) })
+	withDefaultDeadlines(t)
+	proxy := registerAThroughHTTPProxy(t)
 
 	src, shared := srcAndShared(t, hubC, memA, memB)
-	var both []*corev1.Secret
-	for i := range 6 {
-		s := sourceSecret(src, fmt.Sprintf("both%d", i), "*/"+shared, map[string]string{"k": "v1"})
-		g.Expect(hubC.Client.Create(ctx, s)).To(Succeed())
-		both = append(both, s)
-	}
+	both := sourcesInBoth(t, src, shared)
 	for _, s := range both {
 		eventuallySecret(t, memA, shared, s.Name, nil)
 		g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
@@ -242,4 +206,42 @@ func TestThrottledMemberIsAliveNotDead(t *testing.T) {
 	for _, s := range both {
 		g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 2 clusters, 2/2 synced"))
 	}
+}
+
+// withDefaultDeadlines runs the hub with the defaults that matter to a
+// sick member for the rest of t: a 30s call deadline, probes every 10s.
+func withDefaultDeadlines(t *testing.T) {
+	hubAgent.stop()
+	hubAgent = startHub("--api-call-timeout=30s", "--cluster-probe-interval=10s", "--cluster-probe-timeout=2s")
+	t.Cleanup(func() {
+		hubAgent.stop()
+		hubAgent = startHub()
+	})
+}
+
+// registerAThroughHTTPProxy registers member-a through an HTTPS proxy that
+// answers in its API server's place when told to, for the rest of t.
+func registerAThroughHTTPProxy(t *testing.T) *fleettest.HTTPFaultProxy {
+	g := NewWithT(t)
+	proxy, err := fleettest.NewHTTPFaultProxy(memA.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(proxy.Close)
+	kc, err := proxy.Kubeconfig(memA.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fleettest.RegisterCAPI(context.Background(), hubC.Client, secretsNS, memA, kc)).To(Succeed())
+	t.Cleanup(func() { g.Expect(registerA()).To(Succeed()) })
+	return proxy
+}
+
+// sourcesInBoth creates six sources in src of the hub that target shared
+// in every member.
+func sourcesInBoth(t *testing.T, src, shared string) []*corev1.Secret {
+	g := NewWithT(t)
+	var both []*corev1.Secret
+	for i := range 6 {
+		s := sourceSecret(src, fmt.Sprintf("both%d", i), "*/"+shared, map[string]string{"k": "v1"})
+		g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
+		both = append(both, s)
+	}
+	return both
 }
