@@ -25,8 +25,9 @@ const (
 	// AnnotationAllowPullInto lists the namespace patterns (CLUSTER/NS
 	// patterns through the hub) whose pull mirrors may copy this source.
 	AnnotationAllowPullInto = Prefix + "allow-pull-into"
-	// AnnotationAdopt lists the peer tools (reflector, replicator,
-	// kubemirror) whose proven copies of this source are adopted as mirrors.
+	// AnnotationAdopt lists the tools (reflector, replicator, kubemirror,
+	// kyverno, and fleetmirror for copies it released itself) whose proven
+	// copies of this source are adopted as mirrors.
 	AnnotationAdopt = Prefix + "adopt"
 	// AnnotationTransform holds YAML rules that change each mirror.
 	AnnotationTransform = Prefix + "transform"
@@ -50,6 +51,11 @@ const (
 	// stamped with the source's choice, so that the choice is known
 	// after the policy that made it is gone.
 	AnnotationDeletionPolicy = Prefix + "deletion-policy"
+	// AnnotationKeepAdditions "true" lets the mirrors keep what other
+	// writers add to them (keys, labels, fields the source does not set);
+	// what the source sets is still corrected (spec.keepAdditions of a
+	// MirrorPolicy). On a mirror it is stamped with the source's choice.
+	AnnotationKeepAdditions = Prefix + "keep-additions"
 	// AnnotationCopied is written by the agent on a copy-once source: the
 	// targets it made a copy in (NAMESPACE, or CLUSTER/NAMESPACE for the
 	// hub), so that a copy deleted there is not made again.
@@ -95,6 +101,18 @@ const (
 	AnnotationSourceResourceVersion = Prefix + "source-resource-version"
 	// AnnotationContentHash is the hash of everything propagated to the mirror.
 	AnnotationContentHash = Prefix + "content-hash"
+)
+
+// Annotations the agent leaves on a synchronized mirror it releases as a
+// plain object (deletion policy Orphan). They claim nothing: they record
+// where the copy came from, so that a later claim of the same source that
+// lists fleetmirror in AnnotationAdopt may take it back.
+const (
+	// AnnotationReleasedFrom is the source reference the object was a
+	// mirror of: cluster/namespace/name.
+	AnnotationReleasedFrom = Prefix + "released-from"
+	// AnnotationReleasedFromUID is that source's UID.
+	AnnotationReleasedFromUID = Prefix + "released-from-uid"
 )
 
 // Values of LabelManagedBy.

@@ -99,6 +99,9 @@ type Request struct {
 	TargetName string
 	// CopyOnce makes each mirror once and leaves it to its namespace.
 	CopyOnce bool
+	// KeepAdditions lets the mirrors keep what other writers add to them
+	// (AnnotationKeepAdditions).
+	KeepAdditions bool
 	// Orphan keeps the mirrors as plain objects when the source stops
 	// asking for them while it still exists (AnnotationDeletionPolicy).
 	Orphan bool
@@ -179,6 +182,7 @@ func ParseAs(objLabels, objAnnotations, names map[string]string) Request {
 		}
 	}
 	r.CopyOnce = r.parseBool(objAnnotations, AnnotationCopyOnce, name)
+	r.KeepAdditions = r.parseBool(objAnnotations, AnnotationKeepAdditions, name)
 	if v, ok := objAnnotations[AnnotationDeletionPolicy]; ok {
 		switch v {
 		case DeletionPolicyOrphan:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,9 +84,19 @@ func Adoptable(cluster string, full, want *unstructured.Unstructured, tools []pe
 	}
 	srcCluster, origin := originOf(want)
 	if srcCluster != cluster {
-		// The tools copy within one cluster: whatever source this copy
-		// names lives here, not in the source's cluster.
-		return "", fmt.Sprintf("the other tools copy within one cluster, and the source is in cluster %s", srcCluster)
+		// The other tools copy within one cluster: whatever source their
+		// copy names lives here, not in the source's cluster. Only what
+		// fleetmirror released may come from another cluster.
+		within := fmt.Sprintf("the other tools copy within one cluster, and the source is in cluster %s", srcCluster)
+		tools = slices.DeleteFunc(slices.Clone(tools), func(t peers.Tool) bool { return !t.AcrossClusters() })
+		if len(tools) == 0 {
+			return "", within
+		}
+		tool, why := peers.Prove(tools, full, origin)
+		if tool == "" {
+			why += "; " + within
+		}
+		return tool, why
 	}
 	return peers.Prove(tools, full, origin)
 }
@@ -104,6 +115,7 @@ func originOf(want *unstructured.Unstructured) (cluster string, o peers.Origin) 
 		Name:            ref[2],
 		UID:             types.UID(a[annotations.AnnotationSourceUID]),
 		ResourceVersion: a[annotations.AnnotationSourceResourceVersion],
+		Ref:             a[annotations.AnnotationSource],
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +24,31 @@ func reflected(ns, reflects string) *unstructured.Unstructured {
 		peers.ReflectorReflectedVersion: "9",
 		peers.ReflectorReflectedAt:      "2026-05-01T10:00:00.0000000+00:00",
 	})
+	return u
+}
+
+// kyvernoClone is the copy a Kyverno generate rule with clone makes of
+// the source app/db whose UID is uid: the source's labels and Kyverno's
+// (peers.kyvernoProof), no annotation.
+func kyvernoClone(ns, uid string) *unstructured.Unstructured {
+	u := foreign(nil, ns)
+	u.SetLabels(map[string]string{
+		"team":                            "a",
+		peers.KyvernoManagedByLabel:       peers.KyvernoManagedByValue,
+		peers.KyvernoPolicyName:           "sync-secrets",
+		"generate.kyverno.io/rule-name":   "sync-db",
+		"generate.kyverno.io/source-kind": "Secret",
+		peers.KyvernoSourceNamespace:      "app",
+		peers.KyvernoSourceUID:            uid,
+	})
+	return u
+}
+
+// released is what is left of our mirror of ref (a source reference) with
+// uid once released as a plain object (apply.OrphanPatch).
+func released(ns, ref, uid string) *unstructured.Unstructured {
+	u := foreign(nil, ns)
+	u.SetAnnotations(map[string]string{annotations.AnnotationReleasedFrom: ref, annotations.AnnotationReleasedFromUID: uid})
 	return u
 }
 
@@ -81,6 +105,49 @@ func TestEnsureAdopts(t *testing.T) {
 			name:     "source in another cluster: conflict",
 			existing: func(g Gomega, ns string) *unstructured.Unstructured { return reflected(ns, "app/db") }, tools: all, cluster: "elsewhere",
 			outcome: apply.Conflict, notAdopted: "the source is in cluster elsewhere",
+		},
+		{
+			name:     "Kyverno's clone of the source: adopted",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured { return kyvernoClone(ns, "source-uid") }, tools: []peers.Tool{peers.Kyverno},
+			outcome: apply.Adopted,
+		},
+		{
+			name:     "Kyverno's clone of an earlier source: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured { return kyvernoClone(ns, "other-uid") }, tools: all,
+			outcome: apply.Conflict, notAdopted: "kyverno: it is a clone of another object",
+		},
+		{
+			name:     "Kyverno's clone, source in another cluster: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured { return kyvernoClone(ns, "source-uid") }, tools: []peers.Tool{peers.Kyverno}, cluster: "elsewhere",
+			outcome: apply.Conflict, notAdopted: "the source is in cluster elsewhere",
+		},
+		{
+			name: "a mirror of the source we released: adopted",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				return released(ns, cluster+"/app/db", "source-uid")
+			}, tools: []peers.Tool{peers.Fleetmirror},
+			outcome: apply.Adopted,
+		},
+		{
+			name: "a mirror of the source in another cluster we released: adopted",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				return released(ns, "elsewhere/app/db", "source-uid")
+			}, tools: all, cluster: "elsewhere",
+			outcome: apply.Adopted,
+		},
+		{
+			name: "a mirror we released of an earlier source of that name: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				return released(ns, cluster+"/app/db", "old-uid")
+			}, tools: all,
+			outcome: apply.Conflict, notAdopted: "fleetmirror: it was a mirror of an earlier object",
+		},
+		{
+			name: "a mirror we released, fleetmirror not listed: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				return released(ns, cluster+"/app/db", "source-uid")
+			}, tools: []peers.Tool{peers.Kyverno},
+			outcome: apply.Conflict, notAdopted: "kyverno: no Kyverno generate labels",
 		},
 		{
 			name: "proven copy with another controller's finalizer: conflict",
@@ -151,7 +218,8 @@ func TestEnsureAdopts(t *testing.T) {
 			g.Expect(w.Writes()-written).To(Equal(map[bool]int{false: 1, true: 2}[tt.replaced]), "writes")
 			g.Expect(live.GetUID() == before.GetUID()).To(Equal(!tt.replaced), "same object")
 			g.Expect(desired.Owned(live.GetLabels(), live.GetAnnotations(), managedBy, desired.SourceRef(src, "app", "db"))).To(BeTrue(), "not our mirror: %v", live.GetLabels())
-			g.Expect(live.GetAnnotations()).To(Equal(want.GetAnnotations()), "the reflector's annotations are gone")
+			g.Expect(live.GetAnnotations()).To(Equal(want.GetAnnotations()), "the other tool's annotations are gone")
+			g.Expect(live.GetLabels()).To(Equal(want.GetLabels()), "the other tool's labels are gone")
 			g.Expect(live.Object["data"]).To(HaveKeyWithValue("k", one))
 			for _, mf := range live.GetManagedFields() {
 				g.Expect(mf.Manager).To(Equal("fleetmirror-test"), "managedFields of the copy's earlier writers")
@@ -159,13 +227,7 @@ func TestEnsureAdopts(t *testing.T) {
 
 			// Ours now: the next Ensure, even with nothing to adopt,
 			// finds it in sync and writes nothing.
-			g.Eventually(func() string {
-				m, _ := c.Mirror(secrets, ns, "db")
-				if m == nil {
-					return ""
-				}
-				return m.GetResourceVersion()
-			}, 10*time.Second).Should(Equal(live.GetResourceVersion()))
+			cachedAt(g, c, live)
 			written = w.Writes()
 			g.Expect(a.Ensure(context.Background(), c, secrets, want, false)).To(Equal(apply.Unchanged))
 			g.Expect(w.Writes()).To(Equal(written))

@@ -254,13 +254,34 @@ func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.O
 	if a.onlyServerAdditions(full, want) {
 		return Unchanged, nil
 	}
+	if keepsAdditions(want) {
+		merged, leftover, err := withAdditions(full, want, a.FieldManager)
+		if err != nil {
+			return Failed, err
+		}
+		if !leftover && holds(full, want) {
+			a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(full), want: wantHash(want)})
+			return Unchanged, nil
+		}
+		want = merged
+	}
 	if !sourceVerified && newer(full, want) {
 		return Failed, ErrStaleSource
 	}
 	if secretType, immutable := clusters.Traits(full); needsReplace(secretType, immutable, want) {
 		return a.replace(ctx, key, res, full, want)
 	}
-	return a.update(ctx, key, res, full.GetResourceVersion(), want)
+	out, err := a.update(ctx, key, res, full.GetResourceVersion(), want)
+	if err == nil && keepsAdditions(want) {
+		// What was written holds others' additions: the mirror as the
+		// cache will see it is accepted, not read again.
+		a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(want), want: wantHash(want)})
+	}
+	return out, err
+}
+
+func wantHash(want *unstructured.Unstructured) string {
+	return want.GetAnnotations()[annotations.AnnotationContentHash]
 }
 
 // onlyServerAdditions reports whether full holds everything want sets and
@@ -282,9 +303,15 @@ func serverAdditionsOnly(full, want *unstructured.Unstructured, fieldManager str
 			return false
 		}
 	}
-	return subset(desired.Content(want), desired.Content(full)) &&
-		subsetStrings(propagated(want.GetLabels()), full.GetLabels()) &&
-		subsetStrings(propagated(want.GetAnnotations()), full.GetAnnotations())
+	return holds(full, want)
+}
+
+// holds reports whether live has everything want propagates: its content,
+// labels and annotations (not our stamps), with want's values.
+func holds(live, want *unstructured.Unstructured) bool {
+	return subset(desired.Content(want), desired.Content(live)) &&
+		subsetStrings(propagated(want.GetLabels()), live.GetLabels()) &&
+		subsetStrings(propagated(want.GetAnnotations()), live.GetAnnotations())
 }
 
 // InSync reports whether live, a mirror read whole from the API server and
@@ -295,8 +322,15 @@ func serverAdditionsOnly(full, want *unstructured.Unstructured, fieldManager str
 // mirrors (the kubectl plugin) use it, so that they call in sync exactly
 // what the agent leaves alone.
 func InSync(live, want *unstructured.Unstructured, fieldManager string) bool {
-	return desired.Hash(live) == want.GetAnnotations()[annotations.AnnotationContentHash] ||
-		serverAdditionsOnly(live, want, fieldManager)
+	if desired.Hash(live) == want.GetAnnotations()[annotations.AnnotationContentHash] ||
+		serverAdditionsOnly(live, want, fieldManager) {
+		return true
+	}
+	if !keepsAdditions(want) {
+		return false
+	}
+	_, leftover, err := withAdditions(live, want, fieldManager)
+	return err == nil && !leftover && holds(live, want)
 }
 
 func (a *Applier) isAccepted(uid types.UID, live, want string) bool {
@@ -442,6 +476,11 @@ func orphanExact(ctx context.Context, res *clusters.Objects, live metav1.Object,
 
 // OrphanPatch is the metadata of a merge patch that makes the mirror live
 // a plain object: every key of ours set to null, at live's resourceVersion.
+// A synchronized mirror is left with a record of its source
+// (annotations.AnnotationReleasedFrom and AnnotationReleasedFromUID), which
+// claims nothing but lets a later claim of that source that adopts
+// fleetmirror's copies take it back; a copy made once gets none, as it was
+// its namespace's from the start.
 func OrphanPatch(live metav1.Object) map[string]any {
 	nulls := func(m map[string]string) map[string]any {
 		out := map[string]any{}
@@ -452,10 +491,16 @@ func OrphanPatch(live metav1.Object) map[string]any {
 		}
 		return out
 	}
+	a := live.GetAnnotations()
+	annots := nulls(a)
+	if a[annotations.AnnotationCopyOnce] != "true" {
+		annots[annotations.AnnotationReleasedFrom] = a[annotations.AnnotationSource]
+		annots[annotations.AnnotationReleasedFromUID] = a[annotations.AnnotationSourceUID]
+	}
 	return map[string]any{
 		"resourceVersion": live.GetResourceVersion(),
 		"labels":          nulls(live.GetLabels()),
-		"annotations":     nulls(live.GetAnnotations()),
+		"annotations":     annots,
 	}
 }
 

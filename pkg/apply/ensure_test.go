@@ -119,15 +119,21 @@ func create(g Gomega, c *clusters.Cluster, obj *unstructured.Unstructured) *unst
 	obj = obj.DeepCopy()
 	g.Expect(api.Hub.Client.Create(context.Background(), obj)).To(Succeed())
 	if obj.GetLabels()[annotations.LabelManagedBy] == managedBy {
-		g.Eventually(func() string {
-			m, _ := c.Mirror(secrets, obj.GetNamespace(), obj.GetName())
-			if m == nil {
-				return ""
-			}
-			return m.GetResourceVersion()
-		}, 10*time.Second).Should(Equal(obj.GetResourceVersion()))
+		cachedAt(g, c, obj)
 	}
 	return obj
+}
+
+// cachedAt waits until c's cache holds the mirror obj at obj's
+// resourceVersion.
+func cachedAt(g Gomega, c *clusters.Cluster, obj *unstructured.Unstructured) {
+	g.Eventually(func() string {
+		m, _ := c.Mirror(secrets, obj.GetNamespace(), obj.GetName())
+		if m == nil {
+			return ""
+		}
+		return m.GetResourceVersion()
+	}, 10*time.Second).Should(Equal(obj.GetResourceVersion()))
 }
 
 func get(ns, name string) (*unstructured.Unstructured, error) {

@@ -203,11 +203,13 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 	} else if err != nil {
 		return nil, err
 	}
+	adopt, _ := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt])
 	if req.Enabled {
 		others = append(namesOf(via), others...)
 		via = nil // its own annotations come first
 	} else if via != nil {
 		req = policy.Request(&via.Spec)
+		adopt, _ = policy.Adopt(&via.Spec)
 	}
 	s := Source{
 		Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Namespace: src.GetNamespace(), Name: src.GetName(),
@@ -254,7 +256,7 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		targets.Fleet{Clusters: []targets.Cluster{{Name: o.ClusterName, State: targets.Ready, KindSynced: true, Namespaces: nss.list}}},
 		c.Agent.Policy(), targets.Scope{Explain: true})
 	for _, t := range out.Targets {
-		row, err := c.target(ctx, c.Dynamic, mapping, src, req, t, writer{annotations.ManagedByMember, member.FieldManager})
+		row, err := c.target(ctx, c.Dynamic, mapping, src, req, adopt, t, writer{annotations.ManagedByMember, member.FieldManager})
 		if err != nil {
 			return nil, err
 		}
@@ -268,7 +270,7 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		r.Targets = append(r.Targets, Target{Cluster: d.Cluster, Namespace: d.Namespace, State: Excluded, Reason: string(d.Reason) + ": " + d.Message})
 	}
 	if c.Hub != nil && (len(req.Remote) > 0 || req.RemoteNamespaceSelector() != nil) {
-		rows, err := c.remoteTargets(ctx, mapping, src, req)
+		rows, err := c.remoteTargets(ctx, mapping, src, req, adopt)
 		if err != nil {
 			return nil, err
 		}
@@ -288,7 +290,7 @@ type writer struct{ managedBy, fieldManager string }
 // with a cluster selector, over the hub's fleet with the hub's policy, as
 // the hub does, and decides each target's state with the hub's identity.
 // Clusters that do not answer are Unreachable.
-func (c *Client) remoteTargets(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request) ([]Target, error) {
+func (c *Client) remoteTargets(ctx context.Context, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request, adopt []peers.Tool) ([]Target, error) {
 	ho := c.Hub.Options
 	snap := targets.Fleet{}
 	byName := map[string]*RemoteCluster{}
@@ -318,7 +320,7 @@ func (c *Client) remoteTargets(ctx context.Context, mapping *meta.RESTMapping, s
 				Reason: "the cluster does not serve " + mapping.GroupVersionKind.String() + ": " + err.Error()})
 			continue
 		}
-		row, err := c.target(ctx, rc.Dynamic, m, src, req, t, writer{annotations.ManagedByHub, hub.FieldManager})
+		row, err := c.target(ctx, rc.Dynamic, m, src, req, adopt, t, writer{annotations.ManagedByHub, hub.FieldManager})
 		if err != nil {
 			row = Target{Cluster: t.Cluster, Namespace: t.Namespace, State: Unreachable, Reason: "reading the target failed: " + err.Error()}
 		}
@@ -344,12 +346,12 @@ func (c *Client) remoteTargets(ctx context.Context, mapping *meta.RESTMapping, s
 // target decides the state of one target as the writer's apply stage would:
 // desired.Build the mirror, read what is there (with dyn, the target
 // cluster's client), check ownership and apply.InSync.
-func (c *Client) target(ctx context.Context, dyn dynamic.Interface, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request, t targets.Target, w writer) (Target, error) {
+func (c *Client) target(ctx context.Context, dyn dynamic.Interface, mapping *meta.RESTMapping, src *unstructured.Unstructured, req annotations.Request, adopt []peers.Tool, t targets.Target, w writer) (Target, error) {
 	o := c.Agent.Options
 	row := Target{Cluster: t.Cluster, Namespace: t.Namespace}
 	want, _, err := desired.Build(src, desired.Target{Cluster: t.Cluster, Namespace: t.Namespace},
 		desired.Options{SourceCluster: o.ClusterName, ManagedBy: w.managedBy, Strip: o.StripKeys,
-			Name: req.TargetName, CopyOnce: req.CopyOnce, Orphan: req.Orphan}, req.Transform)
+			Name: req.TargetName, CopyOnce: req.CopyOnce, Orphan: req.Orphan, KeepAdditions: req.KeepAdditions}, req.Transform)
 	if err != nil {
 		row.State, row.Reason = Missing, "the target gets no mirror: "+err.Error()
 		return row, nil
@@ -371,8 +373,8 @@ func (c *Client) target(ctx context.Context, dyn dynamic.Interface, mapping *met
 		if desired.IsMirror(live.GetLabels()) {
 			ce.Owner = live.GetAnnotations()[annotations.AnnotationSource]
 		}
-		if tools, _ := peers.ParseAdopt(src.GetAnnotations()[annotations.AnnotationAdopt]); len(tools) > 0 {
-			tool, why := apply.Adoptable(t.Cluster, live, want, tools)
+		if len(adopt) > 0 {
+			tool, why := apply.Adoptable(t.Cluster, live, want, adopt)
 			if tool != "" {
 				row.State, row.Reason = Drifted, fmt.Sprintf("a copy of the source made by %s; the agent adopts it as a mirror when it next reconciles the source", tool)
 				return row, nil

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -63,11 +64,15 @@ func (s *kyvernoScene) migrate() *cli.KyvernoRule {
 			s.applied = append(s.applied, p.DeepCopy())
 		}
 	}
+	kept := s.applied[:0]
 	for _, p := range s.applied {
-		if !printed[p.Name] {
-			g.Expect(client.IgnoreNotFound(s.k8s.Delete(context.Background(), p))).To(Succeed())
+		if printed[p.Name] {
+			kept = append(kept, p)
+			continue
 		}
+		g.Expect(client.IgnoreNotFound(s.k8s.Delete(context.Background(), p))).To(Succeed())
 	}
+	s.applied = kept
 	return rule
 }
 
@@ -128,6 +133,16 @@ func (s *kyvernoScene) plain(ns, k, v string) {
 	fleettest.EventuallyExists(s.t, wait, api.Hub, fleettest.Secret(ns, s.copyName), func(g Gomega, c *corev1.Secret) {
 		g.Expect(c.Labels).NotTo(HaveKey(annotations.LabelMirror))
 		g.Expect(c.Annotations).NotTo(HaveKey(annotations.AnnotationSource))
+		g.Expect(string(c.Data[k])).To(Equal(v))
+	})
+}
+
+// mirror waits until the copy in ns is our mirror with value v under k.
+func (s *kyvernoScene) mirror(ns, k, v string) {
+	s.t.Helper()
+	fleettest.EventuallyExists(s.t, wait, api.Hub, fleettest.Secret(ns, s.copyName), func(g Gomega, c *corev1.Secret) {
+		g.Expect(c.Labels).To(HaveKeyWithValue(annotations.LabelMirror, "true"))
+		g.Expect(c.Annotations).NotTo(HaveKey(annotations.AnnotationReleasedFrom))
 		g.Expect(string(c.Data[k])).To(Equal(v))
 	})
 }
@@ -222,16 +237,63 @@ func TestKyvernoBehaviours(t *testing.T) {
 		s.copyGone(a) // the source's deletion takes its copies
 	})
 
-	t.Run("clone, synchronized, policy deleted", func(t *testing.T) {
+	t.Run("clone, synchronized, policy deleted, then installed again", func(t *testing.T) {
 		g := NewWithT(t)
 		s := newKyvernoScene(t, k8s, "regcred", fmt.Sprintf(cloneRules, "%[1]s", "%[2]s", "true"))
-		source(t, s.src, "registry-credentials", nil)
+		src := source(t, s.src, "registry-credentials", nil)
 		s.translated()
 		a := s.namespace()
 		s.copyHas(a, "v", "1")
+		uid := s.policy.GetUID()
 		g.Expect(k8s.Delete(ctx, s.policy)).To(Succeed())
 		s.migrate()          // prints nothing for it: its MirrorPolicy goes
 		s.plain(a, "v", "1") // and a clone's copy stays, as Kyverno keeps it
+		update(t, src, "2")
+		// Kyverno's cpol-clone-sync-reinstall-policy: the policy installed
+		// again takes its copies back and they follow the source again.
+		again := s.policy.DeepCopy()
+		again.SetResourceVersion("")
+		again.SetUID("")
+		g.Expect(k8s.Create(ctx, again)).To(Succeed())
+		g.Expect(again.GetUID()).NotTo(Equal(uid))
+		s.policy = again
+		s.translated()
+		s.mirror(a, "v", "2")
+		update(t, src, "3")
+		s.mirror(a, "v", "3")
+	})
+
+	t.Run("clone, synchronized, the copies Kyverno made", func(t *testing.T) {
+		g := NewWithT(t)
+		s := newKyvernoScene(t, k8s, "regcred", fmt.Sprintf(cloneRules, "%[1]s", "%[2]s", "true"))
+		src := source(t, s.src, "registry-credentials", nil)
+		a, b := s.namespace(), s.namespace()
+		// What Kyverno left in a (a clone of this source, an older
+		// version) and in b (a clone of an earlier source of that name).
+		kyvernoCopy := func(ns string, uid types.UID) *corev1.Secret {
+			c := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regcred", Labels: map[string]string{
+				"app.kubernetes.io/managed-by":         "kyverno",
+				"generate.kyverno.io/policy-name":      s.policy.GetName(),
+				"generate.kyverno.io/rule-name":        "copy",
+				"generate.kyverno.io/source-kind":      "Secret",
+				"generate.kyverno.io/source-namespace": s.src,
+				"generate.kyverno.io/source-uid":       string(uid),
+			}}, StringData: map[string]string{"v": "0"}}
+			g.Expect(k8s.Create(ctx, c)).To(Succeed())
+			return c
+		}
+		inA, inB := kyvernoCopy(a, src.UID), kyvernoCopy(b, "an-earlier-uid")
+		s.translated()
+		s.mirror(a, "v", "1") // taken over: the same object, the source's content
+		got := &corev1.Secret{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(inA), got)).To(Succeed())
+		g.Expect(got.UID).To(Equal(inA.UID))
+		g.Expect(got.Labels).NotTo(HaveKey("generate.kyverno.io/source-uid"))
+		// Not proven a copy of this source: left alone, a conflict.
+		g.Consistently(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(inB), got)).To(Succeed())
+			g.Expect(got.ResourceVersion).To(Equal(inB.ResourceVersion))
+		}, "2s", "100ms").Should(Succeed())
 	})
 
 	t.Run("clone, not synchronized", func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
+	"github.com/fleetmirror/fleetmirror/pkg/peers"
 	"github.com/fleetmirror/fleetmirror/pkg/policy"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
@@ -190,7 +191,9 @@ var kyvernoEachNamespace = regexp.MustCompile(`^\{\{\s*request\.object\.metadata
 // left out.
 func TranslateKyverno(p *unstructured.Unstructured) []KyvernoRule {
 	rules, _, _ := unstructured.NestedSlice(p.Object, "spec", "rules")
-	existing, _, _ := unstructured.NestedBool(p.Object, "spec", "generateExisting")
+	var spec kyvernoPolicySpec
+	spec.generateExisting, _, _ = unstructured.NestedBool(p.Object, "spec", "generateExisting")
+	spec.useServerSideApply, _, _ = unstructured.NestedBool(p.Object, "spec", "useServerSideApply")
 	var out []KyvernoRule
 	for _, raw := range rules {
 		rule, ok := raw.(map[string]any)
@@ -199,7 +202,7 @@ func TranslateKyverno(p *unstructured.Unstructured) []KyvernoRule {
 		}
 		r := KyvernoRule{Kind: p.GetKind(), Namespace: p.GetNamespace(), Policy: p.GetName(), MirrorPolicies: []v1alpha1.MirrorPolicy{}}
 		r.Rule, _ = rule["name"].(string)
-		translateKyvernoRule(&r, rule, existing)
+		translateKyvernoRule(&r, rule, spec)
 		out = append(out, r)
 	}
 	return out
@@ -210,7 +213,17 @@ func TranslateKyverno(p *unstructured.Unstructured) []KyvernoRule {
 // docs/migration.md names); otherwise r gets no MirrorPolicies and a
 // decision that says why. A decision that keeps the MirrorPolicies says
 // what to do before applying them.
-func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool) {
+// kyvernoPolicySpec are the fields of a policy's spec that its generate
+// rules read.
+type kyvernoPolicySpec struct {
+	// generateExisting is the default of the rules' generateExisting.
+	generateExisting bool
+	// useServerSideApply: Kyverno writes the copies with server-side
+	// apply, so fields other writers add to a copy are kept.
+	useServerSideApply bool
+}
+
+func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvernoPolicySpec) {
 	var blocked bool
 	block := func(format string, args ...any) {
 		blocked = true
@@ -398,19 +411,42 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, specExisting bool
 		spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
 		r.Notes = append(r.Notes, "synchronize: true with clone: the copies follow their source; deleting the rule or the policy leaves them, as Kyverno does (deletionPolicy: Orphan)")
 	default:
-		r.Notes = append(r.Notes, "synchronize: true: the copies follow their source, and a key added to a copy is removed; deleting the MirrorPolicy deletes them (set deletionPolicy: Orphan to keep them)")
+		added := ", and a key added to a copy is removed"
+		if policySpec.useServerSideApply {
+			added = ""
+		}
+		r.Notes = append(r.Notes, "synchronize: true: the copies follow their source"+added+"; deleting the MirrorPolicy deletes them (set deletionPolicy: Orphan to keep them)")
 	}
 	if gen.UID != "" {
 		r.Notes = append(r.Notes, "generate.uid is left out: it is the UID of one object Kyverno made, which no copy of the agent has")
 	}
-	if existing := gen.GenerateExisting; (existing == nil && !specExisting) || (existing != nil && !*existing) {
+	if policySpec.useServerSideApply && gen.Synchronize {
+		// Kyverno applies the copy with its own field manager: what
+		// another manager added stays, what the source sets is applied.
+		spec.KeepAdditions = true
+		r.Notes = append(r.Notes, "useServerSideApply: keepAdditions: keys and labels other writers add to a copy stay; those the source has keep the source's values")
+	}
+	if existing := gen.GenerateExisting; (existing == nil && !policySpec.generateExisting) || (existing != nil && !*existing) {
 		r.Notes = append(r.Notes, "generateExisting is off: Kyverno copied only into namespaces created after the policy; the MirrorPolicy also copies into the namespaces that exist already")
 	}
 	if slices.Contains(spec.TargetNamespaces, annotations.KeywordAll) {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s skips the source's own namespace, the agent's --excluded-namespaces (default %s) and namespaces labelled %s=false",
 			annotations.KeywordAll, strings.Join(targets.DefaultExcludedNamespaces, ", "), annotations.LabelAllowMirrors))
 	}
-	r.Notes = append(r.Notes, "the agent does not adopt the copies Kyverno made: a target holding one is a conflict until that copy is deleted")
+	if spec.CopyOnce {
+		r.Notes = append(r.Notes, "the copies Kyverno made are left to their namespaces, as copies made once are: a target holding one is a conflict in the MirrorPolicy's status, and nothing is written to it")
+	} else {
+		// Kyverno's clones carry their source's UID: the agent takes over
+		// exactly those of this source, in one write each.
+		spec.Adopt = []string{string(peers.Kyverno)}
+		r.Notes = append(r.Notes, "adopt: kyverno: the copies Kyverno made of the source (its generate.kyverno.io/source-uid label) become the MirrorPolicy's mirrors, the same objects, once Kyverno's policy is gone")
+		if spec.DeletionPolicy == v1alpha1.DeletionPolicyOrphan {
+			// Kyverno takes its copies back when the policy is installed
+			// again; the agent takes back the copies it released.
+			spec.Adopt = append(spec.Adopt, string(peers.Fleetmirror))
+			r.Notes = append(r.Notes, "adopt: fleetmirror: the copies a deleted MirrorPolicy of the source left behind are taken back when it is applied again, as Kyverno does when its policy is installed again")
+		}
+	}
 
 	for _, src := range sources {
 		p := v1alpha1.MirrorPolicy{

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -74,6 +75,9 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 	// A synchronized clone keeps its copies when its rule or policy goes,
 	// as Kyverno does.
 	orphan := v1alpha1.DeletionPolicyOrphan
+	// A synchronized copy adopts Kyverno's clones of its source; one kept
+	// when the policy goes is taken back when it is applied again.
+	adoptKyverno, takeBack := []string{"kyverno"}, []string{"kyverno", "fleetmirror"}
 	type want struct {
 		policies         map[string]v1alpha1.MirrorPolicySpec
 		decisions, notes []string
@@ -88,42 +92,42 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			name: "clone into every namespace",
 			rule: shape(),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all}},
-				notes:    []string{"synchronize: true with clone: the copies follow their source; deleting the rule or the policy leaves them, as Kyverno does", "generateExisting is off", "all skips the source's own namespace", "does not adopt"},
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}},
+				notes:    []string{"synchronize: true with clone: the copies follow their source; deleting the rule or the policy leaves them, as Kyverno does", "generateExisting is off", "all skips the source's own namespace", "adopt: kyverno: the copies Kyverno made", "adopt: fleetmirror: the copies a deleted MirrorPolicy"},
 			},
 		}, {
 			name: "names and globs in two filters",
 			rule: shape("match:\n  any:\n  - resources: {kinds: [Namespace], names: [team-*, prod]}\n  - resources: {kinds: [v1/Namespace], names: [\"ns-?-x\"]}"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: []string{"team-*", "prod", "ns-?-x"}}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: []string{"team-*", "prod", "ns-?-x"}}}},
 		}, {
 			name: "the name * in the legacy match.resources",
 			rule: shape("match: {resources: {kinds: [Namespace], names: [\"*\"]}}"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}}},
 		}, {
 			name: "namespaces, which Kyverno matches against a Namespace's name",
 			rule: shape("match: {any: [{resources: {kinds: [Namespace], namespaces: [team-*]}}]}"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: []string{"team-*"}}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: []string{"team-*"}}}},
 		}, {
 			name: "a label selector",
 			rule: shape("match:\n  any:\n  - resources:\n      kinds: [Namespace]\n      selector:\n        matchLabels: {env: prod}\n        matchExpressions: [{key: team, operator: In, values: [a, b]}]"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaceSelector: ptr("env=prod,team in (a,b)")}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaceSelector: ptr("env=prod,team in (a,b)")}}},
 		}, {
 			name: "cloneList of two kinds",
 			rule: shape("generate:\n  namespace: \"{{ request.object.metadata.name }}\"\n  synchronize: true\n  generateExisting: true\n  cloneList:\n    namespace: platform\n    kinds: [v1/Secret, apps/v1/Deployment]\n    selector: {matchLabels: {share: \"true\"}}"),
 			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{
-				"sync-copy-secret":     {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Selector: shared}, TargetNamespaces: all},
-				"sync-copy-deployment": {Source: v1alpha1.PolicySource{APIVersion: "apps/v1", Kind: "Deployment", Selector: shared}, TargetNamespaces: all},
+				"sync-copy-secret":     {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Selector: shared}, TargetNamespaces: all, Adopt: adoptKyverno},
+				"sync-copy-deployment": {Source: v1alpha1.PolicySource{APIVersion: "apps/v1", Kind: "Deployment", Selector: shared}, TargetNamespaces: all, Adopt: adoptKyverno},
 			}},
 		}, {
 			name: "a copy under another name",
 			rule: shape(regenerate("name: regcred", "name: pull-secret")),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all, TargetName: "pull-secret"}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all, TargetName: "pull-secret"}}},
 		}, {
 			name: "synchronize: false",
 			rule: shape(regenerate("synchronize: true", "synchronize: false")),
 			want: want{
 				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, CopyOnce: true}},
-				notes:    []string{"synchronize: false: copyOnce"},
+				notes:    []string{"synchronize: false: copyOnce", "the copies Kyverno made are left to their namespaces"},
 			},
 		}, {
 			name: "synchronize left out is false",
@@ -133,13 +137,13 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			name: "orphanDownstreamOnPolicyDelete",
 			rule: shape(regenerate("synchronize: true", "synchronize: true\n  orphanDownstreamOnPolicyDelete: true")),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, DeletionPolicy: v1alpha1.DeletionPolicyOrphan}},
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, DeletionPolicy: v1alpha1.DeletionPolicyOrphan, Adopt: takeBack}},
 				notes:    []string{"orphanDownstreamOnPolicyDelete: the copies follow their source; deleting the MirrorPolicy leaves them"},
 			},
 		}, {
 			name: "orphanDownstreamOnPolicyDelete: false, the default, still keeps a clone's copies",
 			rule: shape(regenerate("synchronize: true", "synchronize: true\n  orphanDownstreamOnPolicyDelete: false")),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}}},
 		}, {
 			name: "orphanDownstreamOnPolicyDelete without synchronize: copies made once are kept anyway",
 			rule: shape(regenerate("synchronize: true", "synchronize: false\n  orphanDownstreamOnPolicyDelete: true")),
@@ -148,25 +152,25 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			name: "uid is left out",
 			rule: shape(regenerate("synchronize: true", "synchronize: true\n  uid: 0b6f4b6c-0000-4000-8000-000000000000")),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all}},
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}},
 				notes:    []string{"generate.uid is left out"},
 			},
 		}, {
 			name: "a context variable with a fixed value is substituted",
 			rule: shape("context: [{name: source, variable: {value: regcred}}]", regenerate("name: regcred", "name: \"{{source}}\"")),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}}},
 		}, {
 			name: "exclude of the source namespace and the agent's default exclusions",
 			rule: shape("exclude: {any: [{resources: {namespaces: [kube-system, platform, kube-public]}}]}"),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all, ExcludeNamespaces: []string{"kube-system", "kube-public"}}},
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all, ExcludeNamespaces: []string{"kube-system", "kube-public"}}},
 				notes:    []string{"exclude: kube-system, by spec.excludeNamespaces", "exclude: platform holds the source", "exclude: kube-public, by spec.excludeNamespaces"},
 			},
 		}, {
 			name: "exclude of other names from every namespace",
 			rule: shape("exclude: {any: [{resources: {namespaces: [kube-system, platform, kyverno]}}, {resources: {kinds: [Namespace], names: [legacy]}}]}"),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all,
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all,
 					ExcludeNamespaces: []string{"kube-system", "kyverno", "legacy"}}},
 				notes: []string{"exclude: kube-system", "exclude: platform", "exclude: kyverno, by spec.excludeNamespaces", "exclude: legacy, by spec.excludeNamespaces"},
 			},
@@ -174,29 +178,29 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			name: "exclude of names from names and a selector",
 			rule: shape("match:\n  any:\n  - resources: {kinds: [Namespace], names: [a, b, team-*]}\n  - resources: {kinds: [Namespace], selector: {matchLabels: {env: prod}}}",
 				"exclude: {any: [{resources: {names: [b]}}]}"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: []string{"a", "team-*"},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: []string{"a", "team-*"},
 				TargetNamespaceSelector: ptr("env=prod"), ExcludeNamespaces: []string{"b"}}}},
 		}, {
 			name: "exclude of other kinds never excludes a Namespace",
 			rule: shape("exclude: {any: [{resources: {kinds: [Pod], names: [x]}}]}"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}}},
 		}, {
 			name: "exclude by namespaceSelector never excludes a Namespace",
 			rule: shape("exclude: {any: [{resources: {namespaceSelector: {matchLabels: {a: b}}}}]}"),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all}},
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}},
 				notes:    []string{"Kyverno does not apply namespaceSelector to a Namespace"},
 			},
 		}, {
 			name: "exclude by one label",
 			rule: shape("exclude: {any: [{resources: {kinds: [Namespace], selector: {matchLabels: {env: dev}}}}, {resources: {selector: {matchExpressions: [{key: legacy, operator: Exists}]}}}]}"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan,
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack,
 				TargetNamespaceSelector: ptr("kubernetes.io/metadata.name notin (kube-node-lease,kube-public,kube-system),env!=dev,!legacy")}}},
 		}, {
 			name: "a Role: printed, with the flag the agent needs",
 			rule: shape(regenerate("apiVersion: v1\n  kind: Secret", "apiVersion: rbac.authorization.k8s.io/v1\n  kind: Role")),
 			want: want{
-				policies:  map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: v1alpha1.PolicySource{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role", Names: []string{"regcred"}}, DeletionPolicy: orphan, TargetNamespaces: all}},
+				policies:  map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: v1alpha1.PolicySource{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role", Names: []string{"regcred"}}, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}},
 				decisions: []string{"Role hands out privileges: the member agent refuses to mirror it unless it runs with --allow-privilege-kinds"},
 			},
 		}, {
@@ -204,8 +208,8 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			rule: shape("generate:\n  namespace: \"{{request.object.metadata.name}}\"\n  synchronize: true\n  cloneList: {namespace: platform, kinds: [v1/Secret, v1/ServiceAccount], selector: {matchLabels: {share: \"true\"}}}"),
 			want: want{
 				policies: map[string]v1alpha1.MirrorPolicySpec{
-					"sync-copy-secret":         {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Selector: shared}, TargetNamespaces: all},
-					"sync-copy-serviceaccount": {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "ServiceAccount", Selector: shared}, TargetNamespaces: all},
+					"sync-copy-secret":         {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Selector: shared}, TargetNamespaces: all, Adopt: adoptKyverno},
+					"sync-copy-serviceaccount": {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "ServiceAccount", Selector: shared}, TargetNamespaces: all, Adopt: adoptKyverno},
 				},
 				decisions: []string{"ServiceAccount hands out privileges"},
 			},
@@ -213,7 +217,7 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			name: "a kind the agent does not discover",
 			rule: shape(regenerate("kind: Secret", "kind: PersistentVolumeClaim")),
 			want: want{
-				policies:  map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "PersistentVolumeClaim", Names: []string{"regcred"}}, DeletionPolicy: orphan, TargetNamespaces: all}},
+				policies:  map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "PersistentVolumeClaim", Names: []string{"regcred"}}, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all}},
 				decisions: []string{"does not discover PersistentVolumeClaim for mirroring (its built-in deny list); it mirrors one only when --resource-types names the kind"},
 			},
 		},
@@ -312,11 +316,11 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 		}, {
 			name: "exclude of a glob from every namespace",
 			rule: shape("exclude: {any: [{resources: {namespaces: [kyverno-*]}}]}"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: all, ExcludeNamespaces: []string{"kyverno-*"}}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all, ExcludeNamespaces: []string{"kyverno-*"}}}},
 		}, {
 			name: "exclude of a name a glob entry includes",
 			rule: shape("match: {any: [{resources: {kinds: [Namespace], names: [team-*]}}]}", "exclude: {any: [{resources: {names: [team-legacy]}}]}"),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, TargetNamespaces: []string{"team-*"}, ExcludeNamespaces: []string{"team-legacy"}}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: []string{"team-*"}, ExcludeNamespaces: []string{"team-legacy"}}}},
 		}, {
 			name: "exclude of everything matched",
 			rule: shape("match: {any: [{resources: {kinds: [Namespace], names: [a]}}]}", "exclude: {any: [{resources: {names: [a]}}]}"),
@@ -432,4 +436,27 @@ func ptrString(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// A policy that writes its copies with server-side apply
+// (spec.useServerSideApply) keeps what other writers add to a
+// synchronized copy: keepAdditions. A copy made once is left to its
+// namespace anyway.
+func TestTranslateKyvernoServerSideApply(t *testing.T) {
+	g := NewWithT(t)
+	for _, ssa := range []bool{false, true} {
+		p := kyvernoPolicy(t, "", "sync", shape()+strings.Replace(shape(regenerate("synchronize: true", "synchronize: false")), "name: copy", "name: once", 1))
+		g.Expect(unstructured.SetNestedField(p.Object, ssa, "spec", "useServerSideApply")).To(Succeed())
+		rules := cli.TranslateKyverno(p)
+		g.Expect(rules).To(HaveLen(2))
+		g.Expect(rules[0].MirrorPolicies).To(HaveLen(1))
+		g.Expect(rules[0].MirrorPolicies[0].Spec.KeepAdditions).To(Equal(ssa))
+		if ssa {
+			g.Expect(rules[0].Notes).To(ContainElement(ContainSubstring("useServerSideApply: keepAdditions")))
+			g.Expect(rules[0].Notes).NotTo(ContainElement(ContainSubstring("a key added to a copy is removed")))
+		}
+		g.Expect(rules[1].MirrorPolicies).To(HaveLen(1))
+		g.Expect(rules[1].MirrorPolicies[0].Spec.CopyOnce).To(BeTrue())
+		g.Expect(rules[1].MirrorPolicies[0].Spec.KeepAdditions).To(BeFalse())
+	}
 }

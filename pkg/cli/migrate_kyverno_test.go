@@ -270,17 +270,20 @@ func TestMigrateKyverno(t *testing.T) {
 		TargetNamespaces: []string{"all"},
 		TargetName:       "pull-secret",
 		DeletionPolicy:   v1alpha1.DeletionPolicyOrphan,
+		Adopt:            []string{"kyverno", "fleetmirror"},
 	})))
 	g.Expect(printed).To(HaveKeyWithValue(src+"-clone-copy", HaveField("Spec", v1alpha1.MirrorPolicySpec{
 		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}},
 		TargetNamespaces: []string{"team-*", "prod"},
 		DeletionPolicy:   v1alpha1.DeletionPolicyOrphan,
+		Adopt:            []string{"kyverno", "fleetmirror"},
 	})))
 	selector := "env=prod"
 	share := &metav1.LabelSelector{MatchLabels: map[string]string{"share": "true"}}
 	g.Expect(printed).To(HaveKeyWithValue(src+"-list-copy-configmap", HaveField("Spec", v1alpha1.MirrorPolicySpec{
 		Source:                  v1alpha1.PolicySource{APIVersion: "v1", Kind: "ConfigMap", Selector: share},
 		TargetNamespaceSelector: &selector,
+		Adopt:                   []string{"kyverno"},
 	})))
 	g.Expect(printed).To(HaveKeyWithValue(src+"-list-copy-secret", HaveField("Spec.Source.Kind", "Secret")))
 	g.Expect(printed).To(HaveKeyWithValue(src+"-vars-one-shot", HaveField("Spec", v1alpha1.MirrorPolicySpec{

@@ -1,6 +1,11 @@
 package cli
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +233,43 @@ func TestFixesEditTheRequest(t *testing.T) {
 				t.Errorf("fix:\n got %q\nwant %q\n(cause %q)", a.Fix, tt.want, a.Cause)
 			}
 		})
+	}
+}
+
+// TestEveryKeyIsKnown checks that every Annotation* and Label* key of
+// pkg/annotations/keys.go is known to the plugin, so that `why` never
+// calls one of ours "not a fleetmirror key".
+func TestEveryKeyIsKnown(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "annotations", "keys.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok {
+			return true
+		}
+		for i, name := range vs.Names {
+			bin, ok := vs.Values[i].(*ast.BinaryExpr)
+			if !ok || !(strings.HasPrefix(name.Name, "Annotation") || strings.HasPrefix(name.Name, "Label")) {
+				continue
+			}
+			if lit, ok := bin.Y.(*ast.BasicLit); ok {
+				s, _ := strconv.Unquote(lit.Value)
+				keys = append(keys, annotations.Prefix+s)
+			}
+		}
+		return true
+	})
+	if len(keys) < 20 {
+		t.Fatalf("found only %d keys in keys.go", len(keys))
+	}
+	m := map[string]string{}
+	for _, k := range keys {
+		m[k] = "x"
+	}
+	if got := UnknownKeys(m); len(got) > 0 {
+		t.Errorf("keys of pkg/annotations the plugin calls unknown: %v", got)
 	}
 }

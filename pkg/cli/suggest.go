@@ -25,6 +25,8 @@ var sourceKeys = []string{
 	annotations.AnnotationTargetName,
 	annotations.AnnotationCopyOnce,
 	annotations.AnnotationDeletionPolicy,
+	annotations.AnnotationExcludeNamespaces,
+	annotations.AnnotationKeepAdditions,
 }
 
 // knownKeys are every key with our prefix that may be on an object: those
@@ -39,6 +41,8 @@ var knownKeys = append(slices.Clone(sourceKeys),
 	annotations.AnnotationSourceUID,
 	annotations.AnnotationSourceResourceVersion,
 	annotations.AnnotationContentHash,
+	annotations.AnnotationReleasedFrom,
+	annotations.AnnotationReleasedFromUID,
 	annotations.LabelClusterName,
 )
 

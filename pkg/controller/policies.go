@@ -214,7 +214,8 @@ func (r *Reconciler) request(c *clusters.Cluster, key Key, src *unstructured.Uns
 	if via.DeletionTimestamp != nil {
 		req.Sync = false // the policy's mirrors go before it does
 	}
-	return req, nil, via
+	adopt, _ = policy.Adopt(&via.Spec) // its problems are the policy's (specProblems)
+	return req, adopt, via
 }
 
 // servedOutcome records what the reconcile of the source key found for
@@ -224,7 +225,7 @@ func (r *Reconciler) request(c *clusters.Cluster, key Key, src *unstructured.Uns
 // wrong in the spec itself the policy's reconcile finds (specProblems).
 func (r *Reconciler) servedOutcome(c *clusters.Cluster, key Key, via *v1alpha1.MirrorPolicy, plan Plan, sum summary, refused string) {
 	id := clusters.PolicyID(via.Namespace, via.Name)
-	o := policyOutcome{servedBy: id, synced: sum.created + sum.updated + sum.replaced + sum.unchanged,
+	o := policyOutcome{servedBy: id, synced: sum.synced(),
 		conflicts: len(sum.conflicts), failures: len(sum.failures)}
 	if len(sum.copied) > 0 {
 		copied := slices.Clone(sum.copied)
@@ -525,6 +526,8 @@ func specProblems(spec *v1alpha1.MirrorPolicySpec) (invalid invalidSpec) {
 		invalid.problems = append(invalid.problems, fmt.Sprintf("spec.transform: %v; nothing is mirrored until it is fixed", req.TransformErr))
 	}
 	invalid.problems = append(invalid.problems, req.Problems...)
+	_, adopt := policy.Adopt(spec)
+	invalid.problems = append(invalid.problems, adopt...)
 	return invalid
 }
 

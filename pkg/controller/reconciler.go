@@ -475,7 +475,7 @@ func (r *Reconciler) reportRemoved(c *clusters.Cluster, obj runtime.Object, sum 
 func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, req *annotations.Request, record map[string]bool, adopt []peers.Tool, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
 	opts := r.build
 	opts.SourceCluster = key.Cluster
-	opts.Name, opts.CopyOnce, opts.Orphan = req.TargetName, req.CopyOnce, req.Orphan
+	opts.Name, opts.CopyOnce, opts.Orphan, opts.KeepAdditions = req.TargetName, req.CopyOnce, req.Orphan, req.KeepAdditions
 	if req.CopyOnce {
 		ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)
 		tgts = r.copyOnce(key, ref, req.Name(key.Name), tgts, record, &sum)

@@ -92,9 +92,14 @@ func (s *summary) add(o summary) {
 
 func (s *summary) err() error { return errs(s.errors) }
 
+// synced counts the targets that hold the source's current content.
+func (s *summary) synced() int {
+	return s.created + s.updated + s.replaced + s.unchanged + len(s.adopted)
+}
+
 // statusLine is this writer's part of AnnotationStatus.
 func statusLine(p Plan, s summary, remote bool) string {
-	synced := s.created + s.updated + s.replaced + s.unchanged + len(s.adopted)
+	synced := s.synced()
 	var parts []string
 	if remote {
 		parts = append(parts, fmt.Sprintf("%s%s, %d/%d synced", remotePrefix, count(p.Clusters, "cluster"), synced, len(p.Targets)))

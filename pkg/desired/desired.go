@@ -53,6 +53,9 @@ type Options struct {
 	// Orphan: stamped on the mirror, so that what becomes of it when its
 	// source stops asking is known without the source (or the policy).
 	CopyOnce, Orphan bool
+	// KeepAdditions is the source's keep-additions, stamped on the mirror
+	// so that the writers know what of it to correct.
+	KeepAdditions bool
 }
 
 // metadataOnly are the top-level fields that are not content.
@@ -179,6 +182,9 @@ func Build(src *unstructured.Unstructured, target Target, o Options, tr *annotat
 	if o.Orphan {
 		annots[annotations.AnnotationDeletionPolicy] = annotations.DeletionPolicyOrphan
 	}
+	if o.KeepAdditions {
+		annots[annotations.AnnotationKeepAdditions] = "true"
+	}
 	hash := hashOf(Content(m), labels, annots)
 	labels[annotations.LabelMirror] = "true"
 	labels[annotations.LabelManagedBy] = o.ManagedBy
@@ -243,7 +249,8 @@ func Kept(annots map[string]string, why Release) bool {
 // OurKeys reports whether key is one fleetmirror stamps on a mirror:
 // taken off when a mirror is made a plain object.
 func OurKeys(key string) bool {
-	return stampedKeys[key] || key == annotations.AnnotationCopyOnce || key == annotations.AnnotationDeletionPolicy
+	return stampedKeys[key] || key == annotations.AnnotationCopyOnce || key == annotations.AnnotationDeletionPolicy ||
+		key == annotations.AnnotationKeepAdditions
 }
 
 // IsMirror reports whether an object carries the mirror label of any writer.

@@ -114,3 +114,42 @@ func TestPolicyParityAcrossClusters(t *testing.T) {
 		})
 	}
 }
+
+// A synchronized copy the hub released in another cluster (deletion
+// policy Orphan) records where it came from, claims nothing, and is taken
+// back by a policy of the same source that adopts fleetmirror's copies:
+// the same object, the hub's mirror again, following the source.
+func TestReleasedCopyTakenBackAcrossClusters(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	src, _, remote, owned := policyScene(t)
+	spec := v1alpha1.MirrorPolicySpec{
+		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"db"}},
+		TargetNamespaces: []string{"member-b/" + remote},
+		DeletionPolicy:   v1alpha1.DeletionPolicyOrphan,
+		Adopt:            []string{"fleetmirror"},
+	}
+	p := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "keep"}, Spec: spec}
+	g.Expect(memA.Client.Create(ctx, p)).To(Succeed())
+	made := eventuallySecret(t, memB, remote, "db", func(g Gomega, m *corev1.Secret) {
+		g.Expect(m.Labels).To(HaveKeyWithValue(annotations.LabelManagedBy, annotations.ManagedByHub))
+	})
+
+	g.Expect(memA.Client.Delete(ctx, p)).To(Succeed())
+	eventuallySecret(t, memB, remote, "db", func(g Gomega, m *corev1.Secret) {
+		g.Expect(m.Labels).NotTo(HaveKey(annotations.LabelMirror))
+		g.Expect(m.Annotations).NotTo(HaveKey(annotations.AnnotationSource))
+		g.Expect(m.Annotations).To(HaveKeyWithValue(annotations.AnnotationReleasedFrom, HaveSuffix("/"+src+"/db")))
+		g.Expect(m.Annotations).To(HaveKeyWithValue(annotations.AnnotationReleasedFromUID, string(owned.UID)))
+	})
+	fleettest.Change(t, wait, memA, owned, func(s *corev1.Secret) { s.StringData = map[string]string{"k": "v2"} })
+
+	again := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "keep"}, Spec: spec}
+	g.Expect(memA.Client.Create(ctx, again)).To(Succeed())
+	eventuallySecret(t, memB, remote, "db", func(g Gomega, m *corev1.Secret) {
+		g.Expect(m.Labels).To(HaveKeyWithValue(annotations.LabelManagedBy, annotations.ManagedByHub))
+		g.Expect(m.Annotations).NotTo(HaveKey(annotations.AnnotationReleasedFrom))
+		g.Expect(m.Data).To(HaveKeyWithValue("k", []byte("v2")))
+		g.Expect(m.UID).To(Equal(made.UID), "taken back, not made again")
+	})
+}

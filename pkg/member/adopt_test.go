@@ -107,7 +107,7 @@ func enableFleetmirror(s *corev1.Secret, target, adopt string) {
 // source gets an Adopted Event; nothing is written to it afterwards; and,
 // ours now, it goes with the source.
 func TestAdoptProvenCopies(t *testing.T) {
-	for _, tool := range peers.Tools {
+	for _, tool := range peers.Annotated {
 		t.Run(string(tool), func(t *testing.T) {
 			g := NewWithT(t)
 			ns := namespaces(t, "adopt-"+string(tool)+"-", nil, "src", "tgt")

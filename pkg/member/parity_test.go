@@ -2,15 +2,18 @@ package member_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
 )
 
 // secretRef is the Secret ns/name, for Get and Delete.
@@ -19,14 +22,27 @@ func secretRef(ns, name string) *corev1.Secret {
 }
 
 // plainCopy expects s to be no mirror any more: none of our labels or
-// annotations, its data as given.
+// annotations, its data as given. A copy made once is let go like this.
 func plainCopy(data map[string]string) func(g Gomega, s *corev1.Secret) {
+	return releasedCopy("", data)
+}
+
+// releasedCopy expects s to be a synchronized mirror of the source ref
+// (a source reference) released as a plain object: none of our labels,
+// none of our annotations but the record of where it came from, which
+// claims nothing; its data as given. With ref "", no record at all.
+func releasedCopy(ref string, data map[string]string) func(g Gomega, s *corev1.Secret) {
 	return func(g Gomega, s *corev1.Secret) {
 		for k := range s.Labels {
 			g.Expect(k).NotTo(HavePrefix(annotations.Prefix), "label %s left on a copy let go", k)
 		}
+		record := map[string]bool{annotations.AnnotationReleasedFrom: ref != "", annotations.AnnotationReleasedFromUID: ref != ""}
 		for k := range s.Annotations {
-			g.Expect(k).NotTo(HavePrefix(annotations.Prefix), "annotation %s left on a copy let go", k)
+			g.Expect(!strings.HasPrefix(k, annotations.Prefix) || record[k]).To(BeTrue(), "annotation %s left on a copy let go", k)
+		}
+		if ref != "" {
+			g.Expect(s.Annotations).To(HaveKeyWithValue(annotations.AnnotationReleasedFrom, ref))
+			g.Expect(s.Annotations).To(HaveKey(annotations.AnnotationReleasedFromUID))
 		}
 		for k, v := range data {
 			g.Expect(string(s.Data[k])).To(Equal(v))
@@ -215,15 +231,45 @@ func TestDeletionPolicy(t *testing.T) {
 	g.Expect(k8s.Delete(context.Background(), orphan)).To(Succeed())
 	g.Expect(k8s.Delete(context.Background(), plain)).To(Succeed())
 	eventuallyGone(t, secretRef(ns[1], "gone"))
-	eventuallySecret(t, ns[1], "kept", plainCopy(map[string]string{"v": "1"}))
+	ref := desired.SourceRef(clusterName, ns[0], "kept")
+	copyUID := eventuallySecret(t, ns[1], "kept", releasedCopy(ref, map[string]string{"v": "1"})).UID
 
 	// Nothing claims it any more: a new policy for the same source finds
-	// the name taken by an object that is not ours.
+	// the name taken by an object that is not ours, and leaves it alone.
+	change(t, kept, func(s *corev1.Secret) { s.StringData = map[string]string{"v": "2"} })
 	again := secretPolicy(ns[0], "again", []string{"kept"}, ns[1])
 	create(t, again)
 	eventuallyPolicy(t, again, func(g Gomega, p *v1alpha1.MirrorPolicy) {
 		condition(g, p, v1alpha1.ConditionReady, metav1.ConditionFalse, "TargetConflict")
 	})
+	eventuallySecret(t, ns[1], "kept", releasedCopy(ref, map[string]string{"v": "1"}))
+
+	// A policy that adopts fleetmirror's own released copies (Kyverno's
+	// reinstalled policy) takes it back: the same object, our mirror
+	// again, following the source.
+	change(t, again, func(p *v1alpha1.MirrorPolicy) { p.Spec.Adopt = []string{"fleetmirror"} })
+	eventuallySecret(t, ns[1], "kept", mirrorOf(ns[0], "kept", map[string]string{"v": "2"}))
+	eventuallyPolicy(t, again, synced(1, 1))
+	s, err := getSecret(ns[1], "kept")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.UID).To(Equal(copyUID), "adopted, not made again")
+	g.Expect(s.Annotations).NotTo(HaveKey(annotations.AnnotationReleasedFrom))
+
+	// A released copy of an earlier source of that name is not taken.
+	g.Expect(k8s.Delete(context.Background(), again)).To(Succeed())
+	eventuallyGone(t, secretRef(ns[1], "kept"))
+	stale := ownedSecret(ns[1], "kept", nil, map[string]string{"v": "old"})
+	stale.Annotations = map[string]string{annotations.AnnotationReleasedFrom: ref, annotations.AnnotationReleasedFromUID: "an-earlier-uid"}
+	create(t, stale)
+	third := secretPolicy(ns[0], "third", []string{"kept"}, ns[1])
+	third.Spec.Adopt = []string{"fleetmirror", "kyverno"}
+	create(t, third)
+	eventuallyPolicy(t, third, func(g Gomega, p *v1alpha1.MirrorPolicy) {
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring("earlier object"))
+	})
+	eventuallySecret(t, ns[1], "kept", releasedCopy(ref, map[string]string{"v": "old"}))
 }
 
 // A source's own exclusions (fleetmirror.io/exclude-namespaces, a
@@ -246,4 +292,42 @@ func TestExcludeNamespaces(t *testing.T) {
 	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.ExcludeNamespaces = []string{ns[3], nsGlob(ns[0], "b")} })
 	eventuallyGone(t, secretRef(ns[2], "shared"))
 	eventuallyPolicy(t, p, synced(1, 1))
+}
+
+// With keepAdditions (fleetmirror.io/keep-additions), a mirror keeps what
+// another writer adds to it, while what the source sets is corrected and
+// follows the source; turned off, the mirror is an exact copy again.
+func TestKeepAdditions(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespaces(t, "keepadd", nil, "src", "a")
+	src := ownedSecret(ns[0], "cfg", nil, map[string]string{"v": "1"})
+	create(t, src)
+	p := secretPolicy(ns[0], "keep", []string{"cfg"}, ns[1])
+	p.Spec.KeepAdditions = true
+	create(t, p)
+	eventuallySecret(t, ns[1], "cfg", mirrorOf(ns[0], "cfg", map[string]string{"v": "1"}))
+
+	// editMirror writes the mirror as a person with kubectl would.
+	editMirror := func(fn func(s *corev1.Secret)) {
+		g.Eventually(func() error {
+			s, err := getSecret(ns[1], "cfg")
+			if err != nil {
+				return err
+			}
+			fn(s)
+			return k8s.Update(ctx, s, client.FieldOwner("kubectl-edit"))
+		}, timeout, poll).Should(Succeed())
+	}
+	editMirror(func(s *corev1.Secret) { s.Data["mine"] = []byte("x") })
+	change(t, src, func(s *corev1.Secret) { s.StringData = map[string]string{"v": "2"} })
+	eventuallySecret(t, ns[1], "cfg", mirrorOf(ns[0], "cfg", map[string]string{"v": "2", "mine": "x"}))
+	editMirror(func(s *corev1.Secret) { s.Data["v"] = []byte("hacked") })
+	eventuallySecret(t, ns[1], "cfg", mirrorOf(ns[0], "cfg", map[string]string{"v": "2", "mine": "x"}))
+	eventuallyPolicy(t, p, synced(1, 1))
+
+	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.KeepAdditions = false })
+	eventuallySecret(t, ns[1], "cfg", func(g Gomega, s *corev1.Secret) {
+		g.Expect(s.Data).To(Equal(map[string][]byte{"v": []byte("2")}))
+	})
 }

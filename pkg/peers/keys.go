@@ -1,6 +1,6 @@
 // Package peers knows the other mirroring tools fleetmirror replaces:
-// emberstack's kubernetes-reflector, mittwald's kubernetes-replicator and
-// kubemirror. It holds their label and annotation keys, translates their
+// emberstack's kubernetes-reflector, mittwald's kubernetes-replicator,
+// kubemirror and Kyverno's generate rules. It holds their label and annotation keys, translates their
 // source annotations into ours (kubectl fleetmirror migrate) and reads
 // their proof that an existing object is a copy of a given source
 // (adoption). It is pure: no client.
@@ -15,10 +15,26 @@ const (
 	Reflector  Tool = "reflector"
 	Replicator Tool = "replicator"
 	Kubemirror Tool = "kubemirror"
+	Kyverno    Tool = "kyverno"
+	// Fleetmirror stands for fleetmirror itself: the copies it made of a
+	// source and then released as plain objects (deletion policy Orphan),
+	// which a claim of the same source may take back.
+	Fleetmirror Tool = "fleetmirror"
 )
 
-// Tools lists every tool, in the order they are documented.
-var Tools = []Tool{Reflector, Replicator, Kubemirror}
+// Tools lists every tool whose copies may be adopted, in the order they
+// are documented.
+var Tools = []Tool{Reflector, Replicator, Kubemirror, Kyverno, Fleetmirror}
+
+// Annotated lists the tools driven by annotations on their sources, which
+// Translate turns into ours. Kyverno's rules are policies of their own
+// (kubectl fleetmirror migrate kyverno).
+var Annotated = []Tool{Reflector, Replicator, Kubemirror}
+
+// AcrossClusters reports whether tool copies from one cluster into
+// another, so that its copies may live in another cluster than their
+// source: only fleetmirror's hub does.
+func (t Tool) AcrossClusters() bool { return t == Fleetmirror }
 
 // Key prefixes of the tools.
 const (
@@ -96,4 +112,18 @@ const (
 	KubemirrorSourceUID        = KubemirrorPrefix + "source-uid"
 	// KubemirrorFinalizer is the finalizer kubemirror puts on sources.
 	KubemirrorFinalizer = KubemirrorPrefix + "finalizer"
+)
+
+// Kyverno's labels on the objects a generate rule makes
+// (pkg/background/common/constants.go and labels.go, generate/source.go):
+// every generated object is labelled managed-by "kyverno" with the policy
+// and rule that made it, and a clone with its source's namespace, kind
+// and UID (not its name).
+const (
+	KyvernoManagedByLabel  = "app.kubernetes.io/managed-by"
+	KyvernoManagedByValue  = "kyverno"
+	KyvernoPolicyName      = "generate.kyverno.io/policy-name"
+	KyvernoSourceNamespace = "generate.kyverno.io/source-namespace"
+	KyvernoSourceUID       = "generate.kyverno.io/source-uid"
+	KyvernoLabelPrefix     = "generate.kyverno.io/"
 )

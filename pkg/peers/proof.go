@@ -28,6 +28,9 @@ type Origin struct {
 	// ResourceVersion is the source's resourceVersion as last seen;
 	// kubernetes-replicator records the one it copied.
 	ResourceVersion string
+	// Ref is fleetmirror's source reference (CLUSTER/NS/NAME), which a
+	// copy fleetmirror released records.
+	Ref string
 }
 
 func (o Origin) String() string { return o.Namespace + "/" + o.Name }
@@ -50,6 +53,14 @@ func (o Origin) String() string { return o.Namespace + "/" + o.Name }
 //   - kubemirror labels its copies KubemirrorMirror and
 //     KubemirrorManagedByLabel and records the source's namespace, name and
 //     UID.
+//   - Kyverno labels what a generate rule makes KyvernoManagedByLabel
+//     "kyverno" and KyvernoPolicyName, and a clone also with its source's
+//     namespace and UID (KyvernoSourceNamespace, KyvernoSourceUID).
+//   - fleetmirror itself, releasing a synchronized mirror as a plain
+//     object (deletion policy Orphan), records the source reference and
+//     UID it was a mirror of (annotations.AnnotationReleasedFrom,
+//     AnnotationReleasedFromUID). A copy made once is never marked: it
+//     was its namespace's from the start.
 //
 // Pull copies are never proven: they were created by their namespace's
 // owner (often through Helm or a GitOps tool), who also deletes them; as
@@ -63,6 +74,10 @@ func Proof(tool Tool, obj metav1.Object, o Origin) (ok bool, why string) {
 		return replicatorProof(obj.GetAnnotations(), o)
 	case Kubemirror:
 		return kubemirrorProof(obj.GetLabels(), obj.GetAnnotations(), o)
+	case Kyverno:
+		return kyvernoProof(obj.GetLabels(), o)
+	case Fleetmirror:
+		return releasedProof(obj.GetAnnotations(), o)
 	default:
 		return false, fmt.Sprintf("unknown tool %s", quote(string(tool)))
 	}
@@ -111,6 +126,37 @@ func kubemirrorProof(l, a map[string]string, o Origin) (bool, string) {
 	}
 	if uid, ok := a[KubemirrorSourceUID]; ok && uid != string(o.UID) {
 		return false, "it mirrors an earlier object of that name (another " + KubemirrorSourceUID + ")"
+	}
+	return true, ""
+}
+
+func kyvernoProof(l map[string]string, o Origin) (bool, string) {
+	if l[KyvernoManagedByLabel] != KyvernoManagedByValue || l[KyvernoPolicyName] == "" {
+		return false, "no Kyverno generate labels"
+	}
+	uid, ok := l[KyvernoSourceUID]
+	if !ok {
+		return false, "not a clone (no " + KyvernoSourceUID + " label): Kyverno generated it from data"
+	}
+	if ns := l[KyvernoSourceNamespace]; ns != o.Namespace {
+		return false, fmt.Sprintf("it is a clone of an object in namespace %s, not of %s", quote(ns), o)
+	}
+	if uid != string(o.UID) {
+		return false, "it is a clone of another object (another " + KyvernoSourceUID + ")"
+	}
+	return true, ""
+}
+
+func releasedProof(a map[string]string, o Origin) (bool, string) {
+	from, ok := a[annotations.AnnotationReleasedFrom]
+	if !ok {
+		return false, "no " + annotations.AnnotationReleasedFrom + " annotation"
+	}
+	if from != o.Ref {
+		return false, fmt.Sprintf("it was released by the mirrors of %s, not %s", quote(from), o.Ref)
+	}
+	if a[annotations.AnnotationReleasedFromUID] != string(o.UID) {
+		return false, "it was a mirror of an earlier object of that name (another " + annotations.AnnotationReleasedFromUID + ")"
 	}
 	return true, ""
 }

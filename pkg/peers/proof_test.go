@@ -12,7 +12,7 @@ import (
 )
 
 // origin is the source app/db the copies below claim to come from.
-var origin = peers.Origin{Namespace: "app", Name: "db", UID: "uid-1", ResourceVersion: "4711"}
+var origin = peers.Origin{Namespace: "app", Name: "db", UID: "uid-1", ResourceVersion: "4711", Ref: "eu-1/app/db"}
 
 // The copies below carry exactly what each tool writes on the copies it
 // makes, read from its source code (see peers.Proof).
@@ -55,6 +55,42 @@ func kubemirrorCopy(ns, name, uid string, edit func(a map[string]string)) metav1
 		peers.KubemirrorPrefix + "source-resource-version": "4711",
 	}
 	return object(l, a, edit)
+}
+
+// kyvernoClone is what a Kyverno generate rule with clone writes on its
+// copy of a source in namespace ns with uid (generate/clone.go
+// manageClone, addSourceLabels; common.ManageLabels): the source's labels,
+// the clone-source tag Kyverno put on the source, managed-by, the policy,
+// rule and trigger, and the source's group, version, kind, namespace and
+// UID. No label names the source.
+func kyvernoClone(ns, uid string, edit func(l map[string]string)) metav1.Object {
+	l := map[string]string{
+		"team":                               "a",
+		"generate.kyverno.io/clone-source":   "",
+		peers.KyvernoManagedByLabel:          peers.KyvernoManagedByValue,
+		peers.KyvernoPolicyName:              "sync-secrets",
+		"generate.kyverno.io/rule-name":      "sync-db",
+		"generate.kyverno.io/trigger-kind":   "Namespace",
+		"generate.kyverno.io/trigger-uid":    "ns-uid",
+		"generate.kyverno.io/source-group":   "",
+		"generate.kyverno.io/source-version": "v1",
+		"generate.kyverno.io/source-kind":    "Secret",
+		peers.KyvernoSourceNamespace:         ns,
+		peers.KyvernoSourceUID:               uid,
+	}
+	if edit != nil {
+		edit(l)
+	}
+	return object(l, nil, nil)
+}
+
+// releasedCopy is what fleetmirror leaves on a synchronized mirror of
+// from (a source reference) with uid that it released (apply.OrphanPatch).
+func releasedCopy(from, uid string) metav1.Object {
+	return object(map[string]string{"team": "a"}, map[string]string{
+		annotations.AnnotationReleasedFrom:    from,
+		annotations.AnnotationReleasedFromUID: uid,
+	}, nil)
 }
 
 func object(l, a map[string]string, edit func(a map[string]string)) metav1.Object {
@@ -146,6 +182,30 @@ func TestProof(t *testing.T) {
 			why: "no kubemirror mirror labels",
 		},
 
+		{name: "kyverno: clone of the source", tool: peers.Kyverno, obj: kyvernoClone("app", "uid-1", nil)},
+		{name: "kyverno: clone of an earlier object", tool: peers.Kyverno, obj: kyvernoClone("app", "uid-0", nil), why: "a clone of another object"},
+		{name: "kyverno: clone from another namespace", tool: peers.Kyverno, obj: kyvernoClone("other", "uid-1", nil), why: `namespace "other", not of app/db`},
+		{
+			name: "kyverno: generated from data, not cloned", tool: peers.Kyverno,
+			obj: kyvernoClone("app", "uid-1", func(l map[string]string) { delete(l, peers.KyvernoSourceUID) }),
+			why: "not a clone",
+		},
+		{
+			name: "kyverno: source labels without Kyverno's managed-by", tool: peers.Kyverno,
+			obj: kyvernoClone("app", "uid-1", func(l map[string]string) { l[peers.KyvernoManagedByLabel] = "Helm" }),
+			why: "no Kyverno generate labels",
+		},
+		{
+			name: "kyverno: no policy named", tool: peers.Kyverno,
+			obj: kyvernoClone("app", "uid-1", func(l map[string]string) { delete(l, peers.KyvernoPolicyName) }),
+			why: "no Kyverno generate labels",
+		},
+
+		{name: "fleetmirror: released mirror of the source", tool: peers.Fleetmirror, obj: releasedCopy("eu-1/app/db", "uid-1")},
+		{name: "fleetmirror: released mirror of an earlier object", tool: peers.Fleetmirror, obj: releasedCopy("eu-1/app/db", "uid-0"), why: "earlier object"},
+		{name: "fleetmirror: released by another cluster's source", tool: peers.Fleetmirror, obj: releasedCopy("us-1/app/db", "uid-1"), why: `mirrors of "us-1/app/db", not eu-1/app/db`},
+		{name: "fleetmirror: never released", tool: peers.Fleetmirror, obj: object(nil, map[string]string{}, nil), why: "no " + annotations.AnnotationReleasedFrom},
+
 		{name: "unknown tool", tool: "config-syncer", obj: reflectorCopy("app", "db", nil), why: "unknown tool"},
 	}
 	for _, tt := range tests {
@@ -203,12 +263,13 @@ func TestParseAdopt(t *testing.T) {
 		{value: ""},
 		{value: " , "},
 		{value: "reflector", want: []peers.Tool{peers.Reflector}},
-		{value: "kubemirror, reflector,replicator", want: peers.Tools},
+		{value: "kubemirror, reflector,replicator", want: []peers.Tool{peers.Reflector, peers.Replicator, peers.Kubemirror}},
+		{value: "fleetmirror,kyverno,kubemirror,replicator,reflector", want: peers.Tools},
 		{value: "replicator,replicator", want: []peers.Tool{peers.Replicator}},
 		{value: "reflector,config-syncer", want: []peers.Tool{peers.Reflector}, problem: `ignored "config-syncer", not a tool`},
 		{value: "Reflector", problem: `"Reflector" (did you mean "reflector"?)`},
 		{value: "a,b,c,d,e,f,g,a", problem: `"e" and 2 more`},
-		{value: "all", problem: "write a comma-separated list of reflector, replicator, kubemirror"},
+		{value: "all", problem: "write a comma-separated list of reflector, replicator, kubemirror, kyverno, fleetmirror"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {

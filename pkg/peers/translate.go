@@ -100,7 +100,7 @@ func Translate(kind string, obj metav1.Object) Translation {
 // toolsOf lists the tools whose keys obj carries.
 func toolsOf(obj metav1.Object) []Tool {
 	var out []Tool
-	for _, tl := range Tools {
+	for _, tl := range Annotated {
 		prefix := map[Tool]string{Reflector: ReflectorPrefix, Replicator: ReplicatorPrefix, Kubemirror: KubemirrorPrefix}[tl]
 		if hasPrefixKey(obj.GetAnnotations(), prefix) || hasPrefixKey(obj.GetLabels(), prefix) {
 			out = append(out, tl)

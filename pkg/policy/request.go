@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
+	"github.com/fleetmirror/fleetmirror/pkg/peers"
 )
 
 // Field paths of a policy's spec, by the annotation key each one stands
@@ -31,6 +32,8 @@ var fields = map[string]string{
 	annotations.AnnotationExcludeNamespaces:       "spec.excludeNamespaces",
 	annotations.AnnotationCopyOnce:                "spec.copyOnce",
 	annotations.AnnotationDeletionPolicy:          "spec.deletionPolicy",
+	annotations.AnnotationAdopt:                   "spec.adopt",
+	annotations.AnnotationKeepAdditions:           "spec.keepAdditions",
 }
 
 // Annotations returns the annotations that ask, on a source, for what
@@ -68,7 +71,24 @@ func Annotations(spec *v1alpha1.MirrorPolicySpec) map[string]string {
 	if spec.DeletionPolicy != "" {
 		a[annotations.AnnotationDeletionPolicy] = string(spec.DeletionPolicy)
 	}
+	if spec.KeepAdditions {
+		a[annotations.AnnotationKeepAdditions] = "true"
+	}
+	if len(spec.Adopt) > 0 {
+		a[annotations.AnnotationAdopt] = strings.Join(spec.Adopt, ",")
+	}
 	return a
+}
+
+// Adopt returns the tools whose copies spec's policy adopts, and what is
+// wrong in spec.adopt (the CRD refuses it; an API server that did not
+// check gets it here).
+func Adopt(spec *v1alpha1.MirrorPolicySpec) (tools []peers.Tool, problems []string) {
+	tools, problems = peers.ParseAdopt(strings.Join(spec.Adopt, ","))
+	for i, p := range problems {
+		problems[i] = strings.Replace(p, annotations.AnnotationAdopt, fields[annotations.AnnotationAdopt], 1)
+	}
+	return tools, problems
 }
 
 // Request is what spec asks for each of its sources: the annotations'

@@ -251,7 +251,7 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 		}},
 		{"source adopting the copies of other tools", enabled, map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationAdopt: "reflector, replicator,kubemirror"}, nil},
 		{"adopt naming an unknown tool", enabled, map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationAdopt: "reflector, config-syncer"}, []string{
-			`fleetmirror.io/adopt: the agent ignores "config-syncer", which are not tools; write a comma-separated list of reflector, replicator and kubemirror`,
+			`fleetmirror.io/adopt: the agent ignores "config-syncer", which are not tools; write a comma-separated list of reflector, replicator, kubemirror, kyverno and fleetmirror`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

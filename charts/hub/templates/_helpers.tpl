@@ -473,10 +473,10 @@ Annotation keys fleetmirror reads on sources, and those the agents write
 are every Annotation* key of pkg/annotations/keys.go (test/charts checks it).
 */}}
 {{- define "fleetmirror.sourceAnnotations" -}}
-{{- toJson (list "fleetmirror.io/sync" "fleetmirror.io/target-namespaces" "fleetmirror.io/max-targets" "fleetmirror.io/target-cluster-selector" "fleetmirror.io/target-namespace-selector" "fleetmirror.io/allow-pull-into" "fleetmirror.io/adopt" "fleetmirror.io/mirror-from" "fleetmirror.io/transform" "fleetmirror.io/transform-strict" "fleetmirror.io/target-name" "fleetmirror.io/copy-once" "fleetmirror.io/deletion-policy" "fleetmirror.io/exclude-namespaces") }}
+{{- toJson (list "fleetmirror.io/sync" "fleetmirror.io/target-namespaces" "fleetmirror.io/max-targets" "fleetmirror.io/target-cluster-selector" "fleetmirror.io/target-namespace-selector" "fleetmirror.io/allow-pull-into" "fleetmirror.io/adopt" "fleetmirror.io/mirror-from" "fleetmirror.io/transform" "fleetmirror.io/transform-strict" "fleetmirror.io/target-name" "fleetmirror.io/copy-once" "fleetmirror.io/deletion-policy" "fleetmirror.io/exclude-namespaces" "fleetmirror.io/keep-additions") }}
 {{- end }}
 {{- define "fleetmirror.agentAnnotations" -}}
-{{- toJson (list "fleetmirror.io/status" "fleetmirror.io/copied" "fleetmirror.io/source" "fleetmirror.io/source-uid" "fleetmirror.io/source-resource-version" "fleetmirror.io/content-hash") }}
+{{- toJson (list "fleetmirror.io/status" "fleetmirror.io/copied" "fleetmirror.io/source" "fleetmirror.io/source-uid" "fleetmirror.io/source-resource-version" "fleetmirror.io/content-hash" "fleetmirror.io/released-from" "fleetmirror.io/released-from-uid") }}
 {{- end }}
 
 {{/* A JSON list of strings as a CEL list literal. */}}
@@ -503,7 +503,7 @@ Mirrors (their label) and the agents' own writes are not checked.
 {{- $ns := printf "(%s|%s)" $label $glob }}
 {{- $cluster := printf "(%s([.]%s)*|%s)" $label $label $glob }}
 {{- $misspelled := include "fleetmirror.celList" (list "all-labelled" "all-label" "alllabeled" "labeled" "all-namespaces" "any") }}
-{{- $tools := include "fleetmirror.celList" (list "reflector" "replicator" "kubemirror") }}
+{{- $tools := include "fleetmirror.celList" (list "reflector" "replicator" "kubemirror" "kyverno" "fleetmirror") }}
 {{- $notPullInto := include "fleetmirror.celList" (list "all" "all-labeled" "all-labelled" "all-label" "alllabeled" "labeled" "all-namespaces" "any") }}
 {{- $subdomain := printf "%s([.]%s)*" $label $label }}
 {{- $pullKeys := include "fleetmirror.celList" (list "fleetmirror.io/status" "fleetmirror.io/mirror-from" "fleetmirror.io/content-hash") }}
@@ -653,11 +653,11 @@ spec:
     - expression: variables.badAdopt.size() == 0
       message: >-
         fleetmirror.io/adopt has entries the agent ignores: write a
-        comma-separated list of reflector, replicator and kubemirror.
+        comma-separated list of reflector, replicator, kubemirror, kyverno and fleetmirror.
       messageExpression: |-
         'fleetmirror.io/adopt: the agent ignores ' +
         variables.badAdopt.map(e, e.matches('\\p{Cc}') ? 'an entry with control characters' : '"' + e + '"').join(', ') +
-        ', which are not tools; write a comma-separated list of reflector, replicator and kubemirror'
+        ', which are not tools; write a comma-separated list of reflector, replicator, kubemirror, kyverno and fleetmirror'
     - expression: |-
         !('fleetmirror.io/mirror-from' in variables.annotations) || variables.pull
       message: >-

@@ -120,6 +120,28 @@ type MirrorPolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Delete;Orphan
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// KeepAdditions lets the copies keep what other writers add to them,
+	// as fleetmirror.io/keep-additions: a key, label or field the source
+	// does not set, written by another field manager, stays; what the
+	// source sets is still kept to the source's values, and what the
+	// agent wrote and the source no longer has is removed. By default
+	// (false) a copy is an exact copy (docs/policies.md).
+	// +optional
+	KeepAdditions bool `json:"keepAdditions,omitempty"`
+
+	// Adopt lists the tools whose copies of a source the policy takes
+	// over as its mirrors where it finds them, as fleetmirror.io/adopt:
+	// reflector, replicator, kubemirror, kyverno (a clone a generate rule
+	// made), and fleetmirror (a copy a policy or source with deletion
+	// policy Orphan released). A copy is taken over only when it carries
+	// its tool's own proof that it was made from that very source (UID);
+	// anything else in a copy's place stays a TargetConflict.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:items:Enum=reflector;replicator;kubemirror;kyverno;fleetmirror
+	Adopt []string `json:"adopt,omitempty"`
 }
 
 // DeletionPolicy is spec.deletionPolicy of a MirrorPolicy.
