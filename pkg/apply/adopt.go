@@ -23,8 +23,9 @@ import (
 // (a *ConflictError) says is not ours. When the source asks for the copies
 // of tools to be adopted and full proves to be one of them (Adoptable), a
 // single write turns it into our mirror: want, with full's resourceVersion
-// as precondition. Anything else stays the conflict, with the reason it was
-// not adopted.
+// as precondition; for a copy-once want, full is that copy, made already,
+// and nothing is written (Unchanged). Anything else stays the conflict,
+// with the reason it was not adopted.
 func (a *Applier) adoptOrRefuse(ctx context.Context, key target, res *clusters.Objects, full, want *unstructured.Unstructured, sourceVerified bool, tools []peers.Tool, refused error) (Outcome, error) {
 	var ce *ConflictError
 	if len(tools) == 0 || !errors.As(refused, &ce) {
@@ -36,6 +37,14 @@ func (a *Applier) adoptOrRefuse(ctx context.Context, key target, res *clusters.O
 			// ce is fresh from checkOwner: setting why changes no memo.
 			ce.NotAdopted = why
 			return Conflict, ce
+		}
+		if want.GetAnnotations()[annotations.AnnotationCopyOnce] == "true" {
+			// A copy made once is its namespace's: the tool's copy of
+			// this very source is that copy, made already. It is left as
+			// it is, and counted (the caller records it as made).
+			logf.FromContext(ctx).Info("Counted a copy made by another tool as this copy-once source's copy", "tool", tool,
+				"targetNamespace", full.GetNamespace(), "uid", full.GetUID())
+			return Unchanged, nil
 		}
 		out, err := a.takeOver(ctx, key, res, full, want)
 		if err == nil {

@@ -252,3 +252,27 @@ func TestEnsureAdoptsPastRememberedConflict(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(outcome).To(Equal(apply.Adopted))
 }
+
+// For a copy-once source, a proven copy of it made by another tool is the
+// copy made once: counted (Unchanged), never written, never ours.
+func TestEnsureCopyOnceCountsProvenCopies(t *testing.T) {
+	c, w := startCluster(t)
+	g := NewWithT(t)
+	ns := namespace(g, "once")
+	before := create(g, c, kyvernoClone(ns, "source-uid"))
+	want, _, err := desired.Build(source("app", "10", data(one)), desired.Target{Cluster: cluster, Namespace: ns},
+		desired.Options{SourceCluster: cluster, ManagedBy: managedBy, CopyOnce: true}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	a := &apply.Applier{FieldManager: "fleetmirror-test", ManagedBy: managedBy}
+	written := w.Writes()
+
+	g.Expect(a.Ensure(context.Background(), c, secrets, want, false, peers.Kyverno)).To(Equal(apply.Unchanged))
+	out, err := a.Ensure(context.Background(), c, secrets, want, false)
+	g.Expect(out).To(Equal(apply.Conflict), "without adopt: %v", err)
+
+	g.Expect(w.Writes()).To(Equal(written))
+	live, err := get(ns, "db")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(live.GetResourceVersion()).To(Equal(before.GetResourceVersion()))
+	g.Expect(desired.IsMirror(live.GetLabels())).To(BeFalse())
+}

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -294,6 +295,39 @@ func TestKyvernoBehaviours(t *testing.T) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(inB), got)).To(Succeed())
 			g.Expect(got.ResourceVersion).To(Equal(inB.ResourceVersion))
 		}, "2s", "100ms").Should(Succeed())
+	})
+
+	t.Run("clone, not synchronized, the copies Kyverno made", func(t *testing.T) {
+		g := NewWithT(t)
+		s := newKyvernoScene(t, k8s, "regcred", fmt.Sprintf(cloneRules, "%[1]s", "%[2]s", "false"))
+		src := source(t, s.src, "registry-credentials", nil)
+		a := s.namespace()
+		// Kyverno's copy, edited since in its namespace, as copies made
+		// once may be.
+		made := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a, Name: "regcred", Labels: map[string]string{
+			"app.kubernetes.io/managed-by":         "kyverno",
+			"generate.kyverno.io/policy-name":      s.policy.GetName(),
+			"generate.kyverno.io/source-namespace": s.src,
+			"generate.kyverno.io/source-uid":       string(src.UID),
+		}}, StringData: map[string]string{"v": "edited"}}
+		g.Expect(k8s.Create(ctx, made)).To(Succeed())
+		s.translated()
+		// Counted as the copy made once: the policy is Ready with it,
+		// and it is left as it is.
+		g.Eventually(func(g Gomega) {
+			p := &v1alpha1.MirrorPolicy{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(s.applied[0]), p)).To(Succeed())
+			g.Expect(p.Status.Copied).To(ContainElement(a + "/registry-credentials"))
+			g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady)).To(BeTrue(), "%v", p.Status.Conditions)
+		}, wait.Timeout, wait.Poll).Should(Succeed())
+		got := &corev1.Secret{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(made), got)).To(Succeed())
+		g.Expect(got.ResourceVersion).To(Equal(made.ResourceVersion))
+		// Deleted, it is not made again.
+		g.Expect(k8s.Delete(ctx, made)).To(Succeed())
+		g.Consistently(func() error {
+			return k8s.Get(ctx, client.ObjectKeyFromObject(made), &corev1.Secret{})
+		}, "2s", "100ms").ShouldNot(Succeed())
 	})
 
 	t.Run("clone, not synchronized", func(t *testing.T) {

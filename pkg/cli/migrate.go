@@ -108,9 +108,10 @@ It also reads Kyverno's ClusterPolicies and Policies and prints, never creates, 
 do what their generate rules with clone or cloneList do when a Namespace is created: a copy under
 another name (generate.name) gets spec.targetName, synchronize: false spec.copyOnce, and
 orphanDownstreamOnPolicyDelete spec.deletionPolicy: Orphan, useServerSideApply spec.keepAdditions. A
-synchronized rule gets spec.adopt: [kyverno], so the copies Kyverno made of its source become the
-MirrorPolicy's mirrors in place, and [kyverno, fleetmirror] where its copies outlive it, so that it
-takes back the copies it left when applied again. A rule without an exact equivalent
+rule gets spec.adopt: [kyverno]: the copies Kyverno made of its source become the MirrorPolicy's
+mirrors in place (with copyOnce they count as the copies made once, never written), and a synchronized
+rule whose copies outlive it gets [kyverno, fleetmirror], so that applied again it takes back the
+copies it left. A rule without an exact equivalent
 (another trigger, preconditions, a variable other than {{request.object.metadata.name}} as the
 namespace, a cluster-scoped kind) is listed with the reason and gets no MirrorPolicy; a kind the agent
 refuses by default (Role, RoleBinding, ServiceAccount) is named with the flag that allows it.`,

@@ -434,7 +434,10 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 			annotations.KeywordAll, strings.Join(targets.DefaultExcludedNamespaces, ", "), annotations.LabelAllowMirrors))
 	}
 	if spec.CopyOnce {
-		r.Notes = append(r.Notes, "the copies Kyverno made are left to their namespaces, as copies made once are: a target holding one is a conflict in the MirrorPolicy's status, and nothing is written to it")
+		// Kyverno's copy of this source in a target is the copy made
+		// once: counted, never written.
+		spec.Adopt = []string{string(peers.Kyverno)}
+		r.Notes = append(r.Notes, "adopt: kyverno: a copy Kyverno made of the source counts as the copy made once: it is left as it is, and not made again")
 	} else {
 		// Kyverno's clones carry their source's UID: the agent takes over
 		// exactly those of this source, in one write each.

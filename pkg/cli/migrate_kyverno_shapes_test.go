@@ -126,13 +126,13 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			name: "synchronize: false",
 			rule: shape(regenerate("synchronize: true", "synchronize: false")),
 			want: want{
-				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, CopyOnce: true}},
-				notes:    []string{"synchronize: false: copyOnce", "the copies Kyverno made are left to their namespaces"},
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, CopyOnce: true, Adopt: adoptKyverno}},
+				notes:    []string{"synchronize: false: copyOnce", "a copy Kyverno made of the source counts as the copy made once"},
 			},
 		}, {
 			name: "synchronize left out is false",
 			rule: shape(regenerate("  synchronize: true\n", "")),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, CopyOnce: true}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, CopyOnce: true, Adopt: adoptKyverno}}},
 		}, {
 			name: "orphanDownstreamOnPolicyDelete",
 			rule: shape(regenerate("synchronize: true", "synchronize: true\n  orphanDownstreamOnPolicyDelete: true")),
@@ -147,7 +147,7 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 		}, {
 			name: "orphanDownstreamOnPolicyDelete without synchronize: copies made once are kept anyway",
 			rule: shape(regenerate("synchronize: true", "synchronize: false\n  orphanDownstreamOnPolicyDelete: true")),
-			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, CopyOnce: true}}},
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, TargetNamespaces: all, CopyOnce: true, Adopt: adoptKyverno}}},
 		}, {
 			name: "uid is left out",
 			rule: shape(regenerate("synchronize: true", "synchronize: true\n  uid: 0b6f4b6c-0000-4000-8000-000000000000")),

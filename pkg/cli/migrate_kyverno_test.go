@@ -290,6 +290,7 @@ func TestMigrateKyverno(t *testing.T) {
 		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}},
 		TargetNamespaces: []string{"all"},
 		CopyOnce:         true,
+		Adopt:            []string{"kyverno"},
 	})))
 
 	// The API server takes each of them as printed (a dry run: migrate

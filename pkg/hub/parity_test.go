@@ -123,16 +123,9 @@ func TestReleasedCopyTakenBackAcrossClusters(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	src, _, remote, owned := policyScene(t)
-	spec := v1alpha1.MirrorPolicySpec{
-		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"db"}},
-		TargetNamespaces: []string{"member-b/" + remote},
-		DeletionPolicy:   v1alpha1.DeletionPolicyOrphan,
-		Adopt:            []string{"fleetmirror"},
-	}
-	p := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "keep"}, Spec: spec}
-	g.Expect(memA.Client.Create(ctx, p)).To(Succeed())
-	made := eventuallySecret(t, memB, remote, "db", func(g Gomega, m *corev1.Secret) {
-		g.Expect(m.Labels).To(HaveKeyWithValue(annotations.LabelManagedBy, annotations.ManagedByHub))
+	p, made := remotePolicy(t, src, remote, func(s *v1alpha1.MirrorPolicySpec) {
+		s.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
+		s.Adopt = []string{"fleetmirror"}
 	})
 
 	g.Expect(memA.Client.Delete(ctx, p)).To(Succeed())
@@ -144,12 +137,40 @@ func TestReleasedCopyTakenBackAcrossClusters(t *testing.T) {
 	})
 	fleettest.Change(t, wait, memA, owned, func(s *corev1.Secret) { s.StringData = map[string]string{"k": "v2"} })
 
-	again := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "keep"}, Spec: spec}
+	again := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: p.Name}, Spec: p.Spec}
 	g.Expect(memA.Client.Create(ctx, again)).To(Succeed())
 	eventuallySecret(t, memB, remote, "db", func(g Gomega, m *corev1.Secret) {
 		g.Expect(m.Labels).To(HaveKeyWithValue(annotations.LabelManagedBy, annotations.ManagedByHub))
 		g.Expect(m.Annotations).NotTo(HaveKey(annotations.AnnotationReleasedFrom))
 		g.Expect(m.Data).To(HaveKeyWithValue("k", []byte("v2")))
 		g.Expect(m.UID).To(Equal(made.UID), "taken back, not made again")
+	})
+}
+
+// keepAdditions holds in other clusters too: the hub's mirror keeps a key
+// a person added there, and still follows its source.
+func TestKeepAdditionsAcrossClusters(t *testing.T) {
+	src, _, remote, owned := policyScene(t)
+	remotePolicy(t, src, remote, func(s *v1alpha1.MirrorPolicySpec) { s.KeepAdditions = true })
+	fleettest.Change(t, wait, memB, fleettest.Secret(remote, "db"), func(m *corev1.Secret) { m.Data["mine"] = []byte("x") })
+	fleettest.Change(t, wait, memA, owned, func(s *corev1.Secret) { s.StringData = map[string]string{"k": "v2"} })
+	eventuallySecret(t, memB, remote, "db", func(g Gomega, m *corev1.Secret) {
+		g.Expect(m.Data).To(Equal(map[string][]byte{"k": []byte("v2"), "mine": []byte("x")}))
+	})
+}
+
+// remotePolicy creates a MirrorPolicy of the Secret db in src into
+// member-b/remote, changed by edit, and returns it with the hub's mirror
+// once it is there.
+func remotePolicy(t *testing.T, src, remote string, edit func(*v1alpha1.MirrorPolicySpec)) (*v1alpha1.MirrorPolicy, *corev1.Secret) {
+	t.Helper()
+	p := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "remote"}, Spec: v1alpha1.MirrorPolicySpec{
+		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"db"}},
+		TargetNamespaces: []string{"member-b/" + remote},
+	}}
+	edit(&p.Spec)
+	NewWithT(t).Expect(memA.Client.Create(context.Background(), p)).To(Succeed())
+	return p, eventuallySecret(t, memB, remote, "db", func(g Gomega, m *corev1.Secret) {
+		g.Expect(m.Labels).To(HaveKeyWithValue(annotations.LabelManagedBy, annotations.ManagedByHub))
 	})
 }
