@@ -89,29 +89,26 @@ func withAdditions(live, want *unstructured.Unstructured, fieldManager string) (
 			}
 		}
 	}
-	walk(nil, keptParts(live, false), keptParts(merged, true))
+	// The content at the top of the object, then labels and annotations.
+	walk(nil, desired.Content(live), merged.Object)
+	walk(fieldpath.MakePathOrDie("metadata"), labelsAndAnnotations(live, false), labelsAndAnnotations(merged, true))
 	return merged, leftover, nil
 }
 
 // under reports whether set holds a field below path p.
 func under(set *fieldpath.Set, p fieldpath.Path) bool {
-	found := false
-	set.Iterate(func(q fieldpath.Path) {
-		if !found && len(q) > len(p) && q[:len(p)].Equals(p) {
-			found = true
-		}
-	})
-	return found
+	for _, pe := range p {
+		set = set.WithPrefix(pe)
+	}
+	return !set.Empty()
 }
 
-// keptParts is the part of obj where additions are kept, as maps shared
-// with obj: its content, and its labels and annotations under metadata.
-// With create, empty labels and annotations are added to obj to receive
-// additions.
-func keptParts(obj *unstructured.Unstructured, create bool) map[string]any {
-	out := desired.Content(obj)
+// labelsAndAnnotations holds obj's labels and annotations maps (shared
+// with obj, not copies) under their field names. With create, an absent
+// one is added to obj, empty, to receive additions.
+func labelsAndAnnotations(obj *unstructured.Unstructured, create bool) map[string]any {
 	md, _ := obj.Object["metadata"].(map[string]any)
-	meta := map[string]any{}
+	out := map[string]any{}
 	for _, f := range []string{"labels", "annotations"} {
 		m, ok := md[f].(map[string]any)
 		if !ok && create && md != nil {
@@ -119,9 +116,8 @@ func keptParts(obj *unstructured.Unstructured, create bool) map[string]any {
 			md[f] = m
 		}
 		if m != nil {
-			meta[f] = m
+			out[f] = m
 		}
 	}
-	out["metadata"] = meta
 	return out
 }

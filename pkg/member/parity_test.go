@@ -2,6 +2,7 @@ package member_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
 // secretRef is the Secret ns/name, for Get and Delete.
@@ -329,5 +331,33 @@ func TestKeepAdditions(t *testing.T) {
 	change(t, p, func(p *v1alpha1.MirrorPolicy) { p.Spec.KeepAdditions = false })
 	eventuallySecret(t, ns[1], "cfg", func(g Gomega, s *corev1.Secret) {
 		g.Expect(s.Data).To(Equal(map[string][]byte{"v": []byte("2")}))
+	})
+
+	// A field at the top of the object the source does not have (a
+	// ConfigMap's binaryData) stays too.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns[0], Name: "cm"}, Data: map[string]string{"v": "1"}}
+	create(t, cm)
+	pcm := &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns[0], Name: "keep-cm"}, Spec: v1alpha1.MirrorPolicySpec{
+		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "ConfigMap", Names: []string{"cm"}},
+		TargetNamespaces: []string{ns[1]},
+		KeepAdditions:    true,
+	}}
+	create(t, pcm)
+	mirrorCM := fleettest.ConfigMap(ns[1], "cm")
+	fleettest.EventuallyExists(t, wait, fleet.Hub, mirrorCM, func(g Gomega, c *corev1.ConfigMap) {
+		g.Expect(c.Labels).To(HaveKeyWithValue(annotations.LabelMirror, "true"))
+	})
+	g.Eventually(func() error {
+		c, err := fleettest.Lookup(fleet.Hub, fleettest.ConfigMap(ns[1], "cm"))
+		if err != nil || c == nil {
+			return fmt.Errorf("no mirror: %v", err)
+		}
+		c.BinaryData = map[string][]byte{"blob": {1, 2}}
+		return k8s.Update(ctx, c, client.FieldOwner("kubectl-edit"))
+	}, timeout, poll).Should(Succeed())
+	change(t, cm, func(c *corev1.ConfigMap) { c.Data = map[string]string{"v": "2"} })
+	fleettest.EventuallyExists(t, wait, fleet.Hub, fleettest.ConfigMap(ns[1], "cm"), func(g Gomega, c *corev1.ConfigMap) {
+		g.Expect(c.Data).To(Equal(map[string]string{"v": "2"}))
+		g.Expect(c.BinaryData).To(Equal(map[string][]byte{"blob": {1, 2}}))
 	})
 }
