@@ -3,13 +3,9 @@ package charts_test
 import (
 	"context"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -400,37 +396,16 @@ func TestAdmissionAdoptMatchesTheParser(t *testing.T) {
 // pkg/annotations/keys.go, so that a new key cannot draw warnings and a
 // removed one cannot pass silently.
 func TestAdmissionKeysAreTheContract(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, filepath.Join(root, "pkg", "annotations", "keys.go"), nil, 0)
+	declared, err := fleettest.DeclaredKeys(filepath.Join(root, "pkg", "annotations", "keys.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		vs, ok := n.(*ast.ValueSpec)
-		if !ok {
-			return true
+	for name, key := range declared {
+		if strings.HasPrefix(name, "Annotation") {
+			want = append(want, key)
 		}
-		for i, name := range vs.Names {
-			if !strings.HasPrefix(name.Name, "Annotation") || i >= len(vs.Values) {
-				continue
-			}
-			bin, ok := vs.Values[i].(*ast.BinaryExpr)
-			if !ok {
-				t.Fatalf("%s is not Prefix + \"...\"", name.Name)
-			}
-			lit, ok := bin.Y.(*ast.BasicLit)
-			if x, isIdent := bin.X.(*ast.Ident); !ok || !isIdent || x.Name != "Prefix" {
-				t.Fatalf("%s is not Prefix + \"...\"", name.Name)
-			}
-			s, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, annotations.Prefix+s)
-		}
-		return true
-	})
+	}
 	if len(want) < 10 {
 		t.Fatalf("found only %d Annotation constants in keys.go: %q", len(want), want)
 	}
