@@ -54,15 +54,17 @@ func owners(live *unstructured.Unstructured, fieldManager string) (ours, theirs 
 	return ours, theirs, nil
 }
 
-// withAdditions returns want with what other writers added to live (every
+// keptAdditions returns want with what other writers added to live (every
 // field of live, under the content or the labels and annotations, that
-// want does not set and another manager owns), and whether live holds a
-// field that we wrote and want no longer sets.
-func withAdditions(live, want *unstructured.Unstructured, fieldManager string) (merged *unstructured.Unstructured, leftover bool, err error) {
+// want does not set and another manager owns), and whether live needs no
+// write: it holds what want propagates, and no field that we wrote and
+// want no longer sets.
+func keptAdditions(live, want *unstructured.Unstructured, fieldManager string) (merged *unstructured.Unstructured, inSync bool, err error) {
 	ours, theirs, err := owners(live, fieldManager)
 	if err != nil {
 		return nil, false, err
 	}
+	leftover := false
 	merged = want.DeepCopy()
 	// walk copies into to what of have (at path) want does not set and
 	// others own.
@@ -92,7 +94,7 @@ func withAdditions(live, want *unstructured.Unstructured, fieldManager string) (
 	// The content at the top of the object, then labels and annotations.
 	walk(nil, desired.Content(live), merged.Object)
 	walk(fieldpath.MakePathOrDie("metadata"), labelsAndAnnotations(live, false), labelsAndAnnotations(merged, true))
-	return merged, leftover, nil
+	return merged, !leftover && holds(live, want), nil
 }
 
 // under reports whether set holds a field below path p.

@@ -254,13 +254,14 @@ func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.O
 	if a.onlyServerAdditions(full, want) {
 		return Unchanged, nil
 	}
-	if keepsAdditions(want) {
-		merged, leftover, err := withAdditions(full, want, a.FieldManager)
+	keep := keepsAdditions(want)
+	if keep {
+		merged, inSync, err := keptAdditions(full, want, a.FieldManager)
 		if err != nil {
 			return Failed, err
 		}
-		if !leftover && holds(full, want) {
-			a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(full), want: wantHash(want)})
+		if inSync {
+			a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(full), want: want.GetAnnotations()[annotations.AnnotationContentHash]})
 			return Unchanged, nil
 		}
 		want = merged
@@ -272,16 +273,12 @@ func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.O
 		return a.replace(ctx, key, res, full, want)
 	}
 	out, err := a.update(ctx, key, res, full.GetResourceVersion(), want)
-	if err == nil && keepsAdditions(want) {
+	if err == nil && keep {
 		// What was written holds others' additions: the mirror as the
 		// cache will see it is accepted, not read again.
-		a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(want), want: wantHash(want)})
+		a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(want), want: want.GetAnnotations()[annotations.AnnotationContentHash]})
 	}
 	return out, err
-}
-
-func wantHash(want *unstructured.Unstructured) string {
-	return want.GetAnnotations()[annotations.AnnotationContentHash]
 }
 
 // onlyServerAdditions reports whether full holds everything want sets and
@@ -329,8 +326,8 @@ func InSync(live, want *unstructured.Unstructured, fieldManager string) bool {
 	if !keepsAdditions(want) {
 		return false
 	}
-	_, leftover, err := withAdditions(live, want, fieldManager)
-	return err == nil && !leftover && holds(live, want)
+	_, inSync, err := keptAdditions(live, want, fieldManager)
+	return err == nil && inSync
 }
 
 func (a *Applier) isAccepted(uid types.UID, live, want string) bool {

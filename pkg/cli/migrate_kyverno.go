@@ -208,11 +208,6 @@ func TranslateKyverno(p *unstructured.Unstructured) []KyvernoRule {
 	return out
 }
 
-// translateKyvernoRule fills r from rule. A rule translates only when the
-// MirrorPolicies do exactly what it does (up to the differences
-// docs/migration.md names); otherwise r gets no MirrorPolicies and a
-// decision that says why. A decision that keeps the MirrorPolicies says
-// what to do before applying them.
 // kyvernoPolicySpec are the fields of a policy's spec that its generate
 // rules read.
 type kyvernoPolicySpec struct {
@@ -223,6 +218,11 @@ type kyvernoPolicySpec struct {
 	useServerSideApply bool
 }
 
+// translateKyvernoRule fills r from rule. A rule translates only when the
+// MirrorPolicies do exactly what it does (up to the differences
+// docs/migration.md names); otherwise r gets no MirrorPolicies and a
+// decision that says why. A decision that keeps the MirrorPolicies says
+// what to do before applying them.
 func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvernoPolicySpec) {
 	var blocked bool
 	block := func(format string, args ...any) {
@@ -433,15 +433,13 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 		r.Notes = append(r.Notes, fmt.Sprintf("%s skips the source's own namespace, the agent's --excluded-namespaces (default %s) and namespaces labelled %s=false",
 			annotations.KeywordAll, strings.Join(targets.DefaultExcludedNamespaces, ", "), annotations.LabelAllowMirrors))
 	}
+	// Kyverno's clones carry their source's UID: the agent takes over
+	// exactly those of this source, in one write each; for a copy made
+	// once, Kyverno's is that copy, counted and never written.
+	spec.Adopt = []string{string(peers.Kyverno)}
 	if spec.CopyOnce {
-		// Kyverno's copy of this source in a target is the copy made
-		// once: counted, never written.
-		spec.Adopt = []string{string(peers.Kyverno)}
 		r.Notes = append(r.Notes, "adopt: kyverno: a copy Kyverno made of the source counts as the copy made once: it is left as it is, and not made again")
 	} else {
-		// Kyverno's clones carry their source's UID: the agent takes over
-		// exactly those of this source, in one write each.
-		spec.Adopt = []string{string(peers.Kyverno)}
 		r.Notes = append(r.Notes, "adopt: kyverno: the copies Kyverno made of the source (its generate.kyverno.io/source-uid label) become the MirrorPolicy's mirrors, the same objects, once Kyverno's policy is gone")
 		if spec.DeletionPolicy == v1alpha1.DeletionPolicyOrphan {
 			// Kyverno takes its copies back when the policy is installed
