@@ -79,21 +79,30 @@ type request struct {
 	Method string
 	URL    *url.URL
 	Accept string
-	// Status is the response's status code, 0 when no response came.
+	// Status is the response's status code, 0 while none has come.
 	Status int
 	// Sent is when the request was sent.
 	Sent time.Time
 }
 
-func (l *requestLog) add(r *http.Request, resp *http.Response, sent time.Time) {
+// sent records a request as it leaves, so that whatever the API server has
+// applied is already counted when a test sees its effect; answered fills in
+// the status once the response comes back.
+func (l *requestLog) sent(r *http.Request, at time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reqs = append(l.reqs, r.Method+" "+r.URL.RequestURI())
-	d := request{Method: r.Method, URL: r.URL, Accept: r.Header.Get("Accept"), Sent: sent}
-	if resp != nil {
-		d.Status = resp.StatusCode
+	l.details = append(l.details, request{Method: r.Method, URL: r.URL, Accept: r.Header.Get("Accept"), Sent: at})
+	return len(l.details) - 1
+}
+
+func (l *requestLog) answered(i int, resp *http.Response) {
+	if resp == nil {
+		return
 	}
-	l.details = append(l.details, d)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.details[i].Status = resp.StatusCode
 }
 
 // detailed returns every request with its Accept header and status.
@@ -126,9 +135,9 @@ type recordingTransport struct {
 }
 
 func (t *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	sent := time.Now()
+	i := t.log.sent(r, time.Now())
 	resp, err := t.next.RoundTrip(r)
-	t.log.add(r, resp, sent)
+	t.log.answered(i, resp)
 	return resp, err
 }
 
