@@ -181,11 +181,11 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		live = nil
 	}
 	key := writtenKey(c.Name(), gvk, want)
+	if a.current(key, live, want.GetAnnotations()[annotations.AnnotationSource], wantHash) {
+		return Unchanged, nil
+	}
 	if w, ok := a.lastWrite(key, live); ok {
 		// The cache has not caught up with our own last write.
-		if w.hash == wantHash {
-			return Unchanged, nil
-		}
 		return a.updateOrRefresh(ctx, key, res, w.resourceVersion, want, sourceVerified, adopt)
 	}
 	if !cached {
@@ -211,9 +211,6 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		return a.updateOrRefresh(ctx, key, res, live.GetResourceVersion(), want, sourceVerified, adopt)
 	}
 	observed := live.ObservedHash
-	if observed == wantHash || a.isAccepted(live.GetUID(), observed, wantHash) {
-		return Unchanged, nil
-	}
 	if !sourceVerified && newer(live, want) {
 		return Failed, ErrStaleSource
 	}
@@ -232,6 +229,34 @@ func (a *Applier) Ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		return Failed, ignoreNotFoundAsRetry(err)
 	}
 	return a.reconcileLive(ctx, key, res, full, want, sourceVerified, adopt)
+}
+
+// InPlace reports whether the mirror named name in namespace of cluster c,
+// of the source sourceRef, holds the content hash already, by what the
+// cache and our own last write say: Ensure would return Unchanged for it
+// without a call. It is the question a reconcile asks of most of its
+// targets, asked without building each one's object first.
+func (a *Applier) InPlace(c *clusters.Cluster, gvk schema.GroupVersionKind, namespace, name, sourceRef, hash string) bool {
+	live, cached := c.Mirror(gvk, namespace, name)
+	if !cached {
+		live = nil
+	}
+	return a.current(target{cluster: c.Name(), gvk: gvk, namespace: namespace, name: name}, live, sourceRef, hash)
+}
+
+// current reports whether the mirror key, cached as live (nil: not
+// cached), is ours for sourceRef and holds the content hash: our last
+// write when the cache has not caught up with it, else the cached object,
+// whose observed hash is the one wanted or was accepted for it (what
+// another writer added, kept by keep-additions).
+func (a *Applier) current(key target, live *clusters.Mirror, sourceRef, hash string) bool {
+	if w, ok := a.lastWrite(key, live); ok {
+		return w.hash == hash
+	}
+	if live == nil || !desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, sourceRef) {
+		return false
+	}
+	return live.ObservedHash == hash || a.isAccepted(live.GetUID(), live.ObservedHash, hash)
 }
 
 func (a *Applier) reconcileLive(ctx context.Context, key target, res *clusters.Objects, full, want *unstructured.Unstructured, sourceVerified bool, adopt []peers.Tool) (Outcome, error) {

@@ -194,6 +194,13 @@ func TestEnsure(t *testing.T) {
 			want: v1, outcome: apply.Conflict, owner: new(desired.SourceRef(cluster, "elsewhere", "db")), wantData: two, sameObject: true,
 		},
 		{
+			name: "name taken by our mirror of another source with the same content: conflict",
+			existing: func(g Gomega, ns string) *unstructured.Unstructured {
+				return mirror(g, source("elsewhere", "10", data(one)), ns, managedBy)
+			},
+			want: v1, outcome: apply.Conflict, owner: new(desired.SourceRef(cluster, "elsewhere", "db")), wantData: one, sameObject: true,
+		},
+		{
 			name: "name taken by the other writer's mirror of the same source: conflict",
 			existing: func(g Gomega, ns string) *unstructured.Unstructured {
 				return mirror(g, source("app", "10", data(two)), ns, annotations.ManagedByHub)
@@ -227,10 +234,21 @@ func TestEnsure(t *testing.T) {
 			want := mirror(g, tt.want, ns, managedBy)
 			a := &apply.Applier{FieldManager: "fleetmirror-test", ManagedBy: managedBy}
 			written := w.Writes()
+			hash := want.GetAnnotations()[annotations.AnnotationContentHash]
+			inPlace := func() bool { return a.InPlace(c, secrets, ns, want.GetName(), sourceRef, hash) }
+			wasInPlace := inPlace()
 
 			outcome, err := a.Ensure(context.Background(), c, secrets, want, false)
 
 			g.Expect(outcome).To(Equal(tt.outcome))
+			// The reconciler skips Ensure where InPlace says so: they
+			// must agree in every case.
+			g.Expect(wasInPlace).To(Equal(tt.outcome == apply.Unchanged), "InPlace before Ensure")
+			if tt.owner == nil {
+				g.Eventually(inPlace, 10*time.Second).Should(BeTrue(), "InPlace after Ensure")
+			} else {
+				g.Expect(inPlace()).To(BeFalse(), "InPlace of a conflict")
+			}
 			if tt.owner != nil {
 				var ce *apply.ConflictError
 				g.Expect(errors.As(err, &ce)).To(BeTrue(), "error %v", err)

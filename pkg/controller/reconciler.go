@@ -481,7 +481,9 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 		tgts = r.copyOnce(key, ref, req.Name(key.Name), tgts, record, &sum)
 	}
 	results := make([]result, len(tgts))
-	parallelPerCluster(ctx, max(r.opts.Parallelism, 1), tgts, func(i int) {
+	todo := r.notInPlace(key, src, req, opts, tgts, results)
+	parallelPerCluster(ctx, max(r.opts.Parallelism, 1), targetsAt(tgts, todo), func(j int) {
+		i := todo[j]
 		t := tgts[i]
 		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, req.Transform)
 		results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, ruleErrs: ruleErrs}
@@ -513,6 +515,47 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 	return sum, stale
 }
 
+// notInPlace returns the indices of the targets whose mirrors need Ensure,
+// and records the others in results as unchanged. Without transform rules
+// every target's mirror has the same content, so its hash is built once
+// and a target whose mirror holds it already (all of them, but the one
+// that a new namespace adds, when a namespace event reconciles every
+// source) costs two map reads instead of a copy of the source and a hash.
+// With rules, the content may differ per target: every target needs
+// Ensure.
+func (r *Reconciler) notInPlace(key Key, src *unstructured.Unstructured, req *annotations.Request, opts desired.Options, tgts []Target, results []result) []int {
+	all := make([]int, len(tgts))
+	for i := range all {
+		all[i] = i
+	}
+	if len(tgts) < 2 || (req.Transform != nil && req.Transform.Rules != nil) {
+		return all
+	}
+	tmpl, _, err := desired.Build(src, desired.Target{Cluster: tgts[0].Cluster.Name(), Namespace: tgts[0].Namespace}, opts, nil)
+	if err != nil {
+		return all
+	}
+	ref, hash := tmpl.GetAnnotations()[annotations.AnnotationSource], tmpl.GetAnnotations()[annotations.AnnotationContentHash]
+	todo := all[:0]
+	for i, t := range tgts {
+		if r.Applier.InPlace(t.Cluster, key.GVK, t.Namespace, tmpl.GetName(), ref, hash) {
+			results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, outcome: apply.Unchanged}
+			continue
+		}
+		todo = append(todo, i)
+	}
+	return todo
+}
+
+// targetsAt returns the targets of tgts at the indices idx.
+func targetsAt(tgts []Target, idx []int) []Target {
+	out := make([]Target, len(idx))
+	for j, i := range idx {
+		out[j] = tgts[i]
+	}
+	return out
+}
+
 // callContext bounds one call to cluster c: CallTimeout, and no longer
 // than c is reachable.
 func (r *Reconciler) callContext(ctx context.Context, c *clusters.Cluster) (context.Context, context.CancelFunc) {
@@ -532,13 +575,19 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 	if covered == nil {
 		covered, _ = r.mirrorClusters(key.Cluster)
 	}
+	// A set, not slices.Contains: every mirror of a source is looked up,
+	// which would be quadratic in the namespaces.
+	kept := make(map[Target]struct{}, len(keep))
+	for _, t := range keep {
+		kept[t] = struct{}{}
+	}
 	for _, mc := range covered {
 		if synced, _ := mc.KindSynced(key.GVK); !synced {
 			continue
 		}
 		for _, m := range mc.MirrorsOf(key.GVK, ref) {
-			if !desired.NamedAsBuilt(m.GetName(), m.GetAnnotations()) ||
-				(m.GetName() == cmp.Or(name, key.Name) && slices.Contains(keep, Target{Cluster: mc, Namespace: m.GetNamespace()})) {
+			_, targeted := kept[Target{Cluster: mc, Namespace: m.GetNamespace()}]
+			if !desired.NamedAsBuilt(m.GetName(), m.GetAnnotations()) || (m.GetName() == cmp.Or(name, key.Name) && targeted) {
 				continue
 			}
 			callCtx, cancel := r.callContext(ctx, mc)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
@@ -39,4 +40,31 @@ func (a *agent) saveProfiles(ctx context.Context, dir, tag string) error {
 		}
 	}
 	return nil
+}
+
+// cpuProfile starts a CPU profile of the agent over the next d and returns
+// a function that waits for it and writes it into dir as <tag>.cpu.pb.gz.
+// It is for a phase that lasts less than d: the idle rest of the window
+// adds few samples. Without -pprof it does nothing.
+func (a *agent) cpuProfile(ctx context.Context, dir, tag string, d time.Duration) (wait func() error) {
+	if a.pprofAddr == "" {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		f, err := os.Create(filepath.Join(dir, tag+".cpu.pb.gz")) //nolint:gosec // the bench's own log directory
+		if err != nil {
+			done <- err
+			return
+		}
+		code, err := fleettest.HTTPGet(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.pprofAddr, int(d.Seconds())), f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("CPU profile: HTTP %d", code)
+		}
+		done <- err
+	}()
+	return func() error { return <-done }
 }

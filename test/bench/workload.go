@@ -828,6 +828,10 @@ func (b *bench) patchSource(ctx context.Context, s *source, key string) error {
 	return err
 }
 
+// newNamespaceProfile is the window of the new namespace phase's CPU
+// profile (-pprof).
+const newNamespaceProfile = 5 * time.Second
+
 // newNamespace creates a matching namespace in the first target cluster
 // and times it until every source's mirror is in it.
 func (b *bench) newNamespace(ctx context.Context) error {
@@ -837,6 +841,7 @@ func (b *bench) newNamespace(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	profiled := b.agent.cpuProfile(ctx, filepath.Join(b.opts.out, "logs"), b.workload+"-new-namespace", newNamespaceProfile)
 	start := time.Now()
 	if err := createNamespace(ctx, b.tgtC[0], t.namespace); err != nil {
 		return err
@@ -844,6 +849,9 @@ func (b *bench) newNamespace(ctx context.Context) error {
 	at, err := b.tracker.wait(ctx, g, b.opts.timeout, b.agent.failed)
 	if err != nil {
 		return err
+	}
+	if err := profiled(); err != nil {
+		return fmt.Errorf("profile: %w", err)
 	}
 	b.targets = append(b.targets, t)
 	b.res.NewNamespace = &timed{Mirrors: len(g.want), Seconds: at.Sub(start).Seconds()}
