@@ -51,10 +51,8 @@ type throttle struct {
 	cluster string
 
 	mu sync.Mutex
-	// until is when the cluster may be asked again; since is when the
-	// current run of 429 answers began (zero when the last answer was not
-	// a 429).
-	until, since time.Time
+	// until is when the cluster may be asked again.
+	until time.Time
 }
 
 // wait returns when the cluster may be asked again: at once, after one
@@ -100,11 +98,6 @@ func (t *throttle) refusal(d time.Duration) error {
 // back-off and loses its Retry-After header (see above).
 func (t *throttle) observe(resp *http.Response) {
 	if resp.StatusCode != http.StatusTooManyRequests {
-		t.mu.Lock()
-		if !t.since.IsZero() && time.Now().After(t.until) {
-			t.since = time.Time{}
-		}
-		t.mu.Unlock()
 		return
 	}
 	d := retryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -114,19 +107,8 @@ func (t *throttle) observe(resp *http.Response) {
 	if until := now.Add(d); until.After(t.until) {
 		t.until = until
 	}
-	if t.since.IsZero() {
-		t.since = now
-	}
 	t.mu.Unlock()
 	metrics.Throttled.WithLabelValues(t.cluster).Inc()
-}
-
-// throttledSince returns when the current run of 429 answers began, and
-// whether the cluster is in one.
-func (t *throttle) throttledSince() (time.Time, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.since, !t.since.IsZero()
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date (RFC 9110

@@ -45,15 +45,15 @@ func (e *eventSource) current() (queue, *sweeps) {
 }
 
 // add queues k as a change.
-func (e *eventSource) add(k Key) { e.addAt(k, 0) }
+func (e *eventSource) add(k Key) { e.addAt(k, asChange) }
 
-// addAt queues k with priority prio: 0 for a change, sweepPriority for
-// what a sweep looks at again (see sweeps).
-func (e *eventSource) addAt(k Key, prio int) {
+// addAt queues k as a change, or with sweep as part of a sweep (see
+// sweeps).
+func (e *eventSource) addAt(k Key, sweep bool) {
 	q, sw := e.current()
 	switch {
 	case q == nil:
-	case prio == sweepPriority:
+	case sweep:
 		sw.add(k)
 	default:
 		sw.drop(k)
@@ -100,7 +100,7 @@ func (e *eventSource) Mirror(cluster string, gvk schema.GroupVersionKind, obj *c
 		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] && e.sourceCached(gvk, obj) {
 		return
 	}
-	e.enqueueSourceOf(gvk, obj, 0)
+	e.enqueueSourceOf(gvk, obj, asChange)
 }
 
 // sourceCached reports whether the source of mirror m is in its cluster's
@@ -118,10 +118,10 @@ func (e *eventSource) sourceCached(gvk schema.GroupVersionKind, m *clusters.Mirr
 	return cached
 }
 
-func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror, prio int) {
+func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror, sweep bool) {
 	cluster, ns, name, ok := ParseSourceRef(obj.GetAnnotations()[annotations.AnnotationSource])
 	if ok {
-		e.addAt(Key{Cluster: cluster, GVK: gvk, Namespace: ns, Name: name}, prio)
+		e.addAt(Key{Cluster: cluster, GVK: gvk, Namespace: ns, Name: name}, sweep)
 	}
 }
 
@@ -131,7 +131,7 @@ func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters
 func (e *eventSource) Namespace(cluster string, ns *metav1.PartialObjectMetadata) {
 	for _, c := range e.fleet.Clusters() {
 		if (c.Name() == cluster) != e.crossCluster {
-			e.enqueueSources(c, 0)
+			e.enqueueSources(c, asChange)
 		}
 	}
 	e.enqueuePullsIn(cluster, ns.GetName())
@@ -149,11 +149,11 @@ func (e *eventSource) Policy(cluster string, p *v1alpha1.MirrorPolicy, _ bool) {
 func (e *eventSource) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKind) {
 	for _, other := range e.fleet.Clusters() {
 		if other == c || e.crossCluster {
-			e.enqueueKind(other, gvk, sweepPriority)
+			e.enqueueKind(other, gvk, asSweep)
 		}
 	}
 	for _, m := range c.AllMirrors(gvk) {
-		e.enqueueSourceOf(gvk, m, sweepPriority)
+		e.enqueueSourceOf(gvk, m, asSweep)
 	}
 }
 
@@ -176,7 +176,7 @@ func (e *eventSource) Left(name string, gone bool) {
 // enqueueAll queues every source of every cluster, as a sweep does.
 func (e *eventSource) enqueueAll() {
 	for _, c := range e.fleet.Clusters() {
-		e.enqueueSources(c, sweepPriority)
+		e.enqueueSources(c, asSweep)
 	}
 }
 
@@ -187,25 +187,25 @@ func (e *eventSource) clusterGone(name string) {
 		for _, gvk := range c.Watched() {
 			for _, m := range c.AllMirrors(gvk) {
 				if cl, _, _, ok := ParseSourceRef(m.GetAnnotations()[annotations.AnnotationSource]); ok && cl == name {
-					e.enqueueSourceOf(gvk, m, sweepPriority)
+					e.enqueueSourceOf(gvk, m, asSweep)
 				}
 			}
 		}
 	}
 }
 
-func (e *eventSource) enqueueSources(c *clusters.Cluster, prio int) {
+func (e *eventSource) enqueueSources(c *clusters.Cluster, sweep bool) {
 	for _, gvk := range c.Watched() {
-		e.enqueueKind(c, gvk, prio)
+		e.enqueueKind(c, gvk, sweep)
 	}
 }
 
 // enqueueKind enqueues the sources and the pull mirrors of kind gvk in c.
-func (e *eventSource) enqueueKind(c *clusters.Cluster, gvk schema.GroupVersionKind, prio int) {
+func (e *eventSource) enqueueKind(c *clusters.Cluster, gvk schema.GroupVersionKind, sweep bool) {
 	for _, s := range c.Sources(gvk) {
-		e.addAt(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()}, prio)
+		e.addAt(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()}, sweep)
 	}
-	e.enqueuePulls(c, gvk, prio)
+	e.enqueuePulls(c, gvk, sweep)
 }
 
 // Start is the controller source. Once the fleet is known and the local
@@ -247,7 +247,7 @@ func (e *eventSource) Up(c *clusters.Cluster) {
 	}
 	for _, other := range e.fleet.Clusters() {
 		if other != c {
-			e.enqueueSources(other, sweepPriority)
+			e.enqueueSources(other, asSweep)
 		}
 	}
 	e.sweep(c)
@@ -288,15 +288,15 @@ func (e *eventSource) firstUpAfterStart(name string) bool {
 // when it has (KindSynced).
 func (e *eventSource) sweep(c *clusters.Cluster) {
 	for _, p := range c.Policies() {
-		e.addAt(policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name)), sweepPriority)
+		e.addAt(policyKey(c.Name(), clusters.PolicyID(p.Namespace, p.Name)), asSweep)
 	}
 	for _, gvk := range c.Watched() {
 		if synced, _ := c.KindSynced(gvk); !synced {
 			continue
 		}
-		e.enqueueKind(c, gvk, sweepPriority)
+		e.enqueueKind(c, gvk, asSweep)
 		for _, m := range c.AllMirrors(gvk) {
-			e.enqueueSourceOf(gvk, m, sweepPriority)
+			e.enqueueSourceOf(gvk, m, asSweep)
 		}
 	}
 }

@@ -14,8 +14,12 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
-// sweepPriority marks what a sweep queues (see sweeps); changes have 0.
-const sweepPriority = -1
+// Whether a key is queued as a change, served first, or as part of a
+// sweep (see sweeps).
+const (
+	asChange = false
+	asSweep  = true
+)
 
 // queue is the work queue of sources.
 type queue = workqueue.TypedRateLimitingInterface[Key]

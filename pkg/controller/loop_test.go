@@ -157,9 +157,9 @@ func TestChangesBeforeTheSweep(t *testing.T) {
 		feed: func(_ context.Context, q queue, sw *sweeps) error {
 			e.queue, e.sweeps = q, sw
 			for i := range swept {
-				e.addAt(Key{Name: fmt.Sprintf("swept-%d", i)}, sweepPriority)
+				e.addAt(Key{Name: fmt.Sprintf("swept-%d", i)}, asSweep)
 			}
-			e.addAt(Key{Name: "swept-0"}, sweepPriority) // a second sweep: once is enough
+			e.addAt(Key{Name: "swept-0"}, asSweep) // a second sweep: once is enough
 			g.Expect(testutil.ToFloat64(metrics.SweepPending.WithLabelValues(name))).To(Equal(float64(swept)))
 			close(started)
 			return nil

@@ -30,16 +30,16 @@ func (e *eventSource) enqueuePullsOf(cluster string, gvk schema.GroupVersionKind
 			continue
 		}
 		for _, p := range c.PullsOf(gvk, ref) {
-			e.addPull(c, gvk, p, 0)
+			e.addPull(c, gvk, p, asChange)
 		}
 	}
 }
 
 // enqueuePulls enqueues the pull mirrors of kind gvk in c that the writer
 // serves.
-func (e *eventSource) enqueuePulls(c *clusters.Cluster, gvk schema.GroupVersionKind, prio int) {
+func (e *eventSource) enqueuePulls(c *clusters.Cluster, gvk schema.GroupVersionKind, sweep bool) {
 	for _, p := range c.Pulls(gvk) {
-		e.addPull(c, gvk, p, prio)
+		e.addPull(c, gvk, p, sweep)
 	}
 }
 
@@ -53,16 +53,16 @@ func (e *eventSource) enqueuePullsIn(cluster, ns string) {
 	}
 	for _, gvk := range c.Watched() {
 		for _, p := range c.PullsIn(gvk, ns) {
-			e.addPull(c, gvk, p, 0)
+			e.addPull(c, gvk, p, asChange)
 		}
 	}
 }
 
-// addPull enqueues the pull mirror p of c, with priority prio, if the
+// addPull enqueues the pull mirror p of c (as part of a sweep with sweep), if the
 // writer serves it.
-func (e *eventSource) addPull(c *clusters.Cluster, gvk schema.GroupVersionKind, p *unstructured.Unstructured, prio int) {
+func (e *eventSource) addPull(c *clusters.Cluster, gvk schema.GroupVersionKind, p *unstructured.Unstructured, sweep bool) {
 	if ref, _ := ParsePullMirror(p); Serves(e.crossCluster, ref) {
-		e.addAt(Key{Cluster: c.Name(), GVK: gvk, Namespace: p.GetNamespace(), Name: p.GetName(), Pull: true}, prio)
+		e.addAt(Key{Cluster: c.Name(), GVK: gvk, Namespace: p.GetNamespace(), Name: p.GetName(), Pull: true}, sweep)
 	}
 }
 

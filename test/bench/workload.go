@@ -905,6 +905,9 @@ func (b *bench) restart(ctx context.Context) error {
 	}
 	b.goStats(ctx, &u)
 	b.res.Resources.Agent = &u
+	if err := b.agent.saveProfiles(ctx, filepath.Join(b.opts.out, "logs"), b.workload+"-before-restart"); err != nil {
+		return fmt.Errorf("profiles: %w", err)
+	}
 	progress("%s: restarting %s", b.workload, b.agent.name)
 	if err := b.agent.stop(); err != nil {
 		return err
