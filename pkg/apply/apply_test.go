@@ -131,5 +131,12 @@ func TestSeenDropsMemoOnceCached(t *testing.T) {
 		if _, kept := a.written.Load(key); kept != tt.kept {
 			t.Errorf("%s: memo kept = %v, want %v", tt.name, kept, tt.kept)
 		}
+		// Asking for the last write with that cached object forgets it
+		// the same way.
+		a.remember(key, cached("u1", "10"), "h")
+		a.lastWrite(key, tt.seen)
+		if _, kept := a.written.Load(key); kept != tt.kept {
+			t.Errorf("%s: lastWrite: memo kept = %v", tt.name, kept)
+		}
 	}
 }

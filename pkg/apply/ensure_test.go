@@ -246,6 +246,14 @@ func TestEnsure(t *testing.T) {
 			g.Expect(wasInPlace).To(Equal(tt.outcome == apply.Unchanged), "InPlace before Ensure")
 			if tt.owner == nil {
 				g.Eventually(inPlace, 10*time.Second).Should(BeTrue(), "InPlace after Ensure")
+				// Once the cache holds the write, its memo is gone, even
+				// with no Seen from the watch (ignoreEvents): kept, it
+				// would cost the heap a memo per mirror.
+				live, err := get(ns, "db")
+				g.Expect(err).NotTo(HaveOccurred())
+				cachedAt(g, c, live)
+				g.Expect(a.Ensure(context.Background(), c, secrets, want, false)).To(Equal(apply.Unchanged))
+				g.Expect(a.Remembers(cluster, secrets, ns, "db")).To(BeFalse(), "the memo of a write the cache holds")
 			} else {
 				g.Expect(inPlace()).To(BeFalse(), "InPlace of a conflict")
 			}
