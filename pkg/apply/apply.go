@@ -231,7 +231,7 @@ func (a *Applier) ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if !sourceVerified && newer(live, want) {
 		return Failed, ErrStaleSource
 	}
-	if needsReplace(live.SecretType, live.Immutable, want) {
+	if secretType, immutable := live.Traits(); needsReplace(secretType, immutable, want) {
 		return a.replace(ctx, key, res, live, want)
 	}
 	if observed == live.GetAnnotations()[annotations.AnnotationContentHash] {

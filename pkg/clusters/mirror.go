@@ -9,6 +9,8 @@ import (
 	"unique"
 	"weak"
 
+	"github.com/google/uuid"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,14 +36,10 @@ import (
 type Mirror struct {
 	mirrorMeta
 
-	// SecretType is the type field of a Secret; "" for other kinds.
-	SecretType string
 	// ObservedHash is desired.Hash of the live object, computed when the
 	// cache stored it: drift shows as a difference from the content hash
 	// we stamped.
 	ObservedHash string
-	// Immutable is the object's immutable field.
-	Immutable bool
 
 	// shared holds labels and annotations when other mirrors have the same
 	// ones; it keeps them in the sharing table while this mirror lives.
@@ -57,12 +55,69 @@ var (
 // mirrorMeta is the metadata a Mirror keeps, and its metav1.Object
 // methods.
 type mirrorMeta struct {
-	apiVersion, kind    string
+	// typ holds what the mirrors of one kind and one source share besides
+	// their labels and annotations, once for all of them.
+	typ                 unique.Handle[mirrorType]
 	name, namespace     string
-	uid                 types.UID
+	uid                 compactUID
 	resourceVersion     string
 	deletionTimestamp   *metav1.Time
 	labels, annotations map[string]string
+}
+
+// mirrorType is the type of a mirror and its Traits: a handle to one is a
+// word, where the four fields took seven in each mirror.
+type mirrorType struct {
+	apiVersion, kind string
+	secretType       string
+	immutable        bool
+}
+
+// types returns m's type; the zero value for a Mirror made empty.
+func (m *mirrorMeta) types() mirrorType {
+	if m.typ == (unique.Handle[mirrorType]{}) {
+		return mirrorType{}
+	}
+	return m.typ.Value()
+}
+
+// Traits returns the fields of the mirror that decide whether it can be
+// updated in place: a Secret's type ("" for other kinds) and the
+// immutable flag (see the function Traits).
+func (m *Mirror) Traits() (secretType string, immutable bool) {
+	t := m.types()
+	return t.secretType, t.immutable
+}
+
+// compactUID holds a UID in 16 bytes when it is a UUID in its canonical
+// text (what the API server assigns), else as text: a UID string took 64
+// bytes of each cached mirror (its header, and 36 bytes of text in a
+// 48-byte allocation). The text is interned only to be a word wide; UIDs
+// do not repeat. google/uuid parses, and the round trip is checked
+// because it accepts other spellings of a UUID too.
+type compactUID struct {
+	uuid  uuid.UUID
+	other unique.Handle[types.UID]
+}
+
+func makeUID(v types.UID) compactUID {
+	if u, err := uuid.Parse(string(v)); err == nil && u != uuid.Nil && u.String() == string(v) {
+		return compactUID{uuid: u}
+	}
+	if v == "" {
+		return compactUID{}
+	}
+	return compactUID{other: unique.Make(v)}
+}
+
+func (c compactUID) get() types.UID {
+	switch {
+	case c.other != (unique.Handle[types.UID]{}):
+		return c.other.Value()
+	case c.uuid == uuid.Nil:
+		return ""
+	}
+	return types.UID(c.uuid.String())
 }
 
 // DeepCopyObject implements runtime.Object.
@@ -79,12 +134,15 @@ func (m *mirrorMeta) GetObjectKind() schema.ObjectKind { return m }
 
 // GroupVersionKind implements schema.ObjectKind.
 func (m *mirrorMeta) GroupVersionKind() schema.GroupVersionKind {
-	return schema.FromAPIVersionAndKind(m.apiVersion, m.kind)
+	t := m.types()
+	return schema.FromAPIVersionAndKind(t.apiVersion, t.kind)
 }
 
 // SetGroupVersionKind implements schema.ObjectKind.
 func (m *mirrorMeta) SetGroupVersionKind(gvk schema.GroupVersionKind) {
-	m.apiVersion, m.kind = gvk.ToAPIVersionAndKind()
+	t := m.types()
+	t.apiVersion, t.kind = gvk.ToAPIVersionAndKind()
+	m.typ = unique.Make(t)
 }
 
 // The metadata a Mirror keeps.
@@ -93,8 +151,8 @@ func (m *mirrorMeta) GetNamespace() string                { return m.namespace }
 func (m *mirrorMeta) SetNamespace(v string)               { m.namespace = v }
 func (m *mirrorMeta) GetName() string                     { return m.name }
 func (m *mirrorMeta) SetName(v string)                    { m.name = v }
-func (m *mirrorMeta) GetUID() types.UID                   { return m.uid }
-func (m *mirrorMeta) SetUID(v types.UID)                  { m.uid = v }
+func (m *mirrorMeta) GetUID() types.UID                   { return m.uid.get() }
+func (m *mirrorMeta) SetUID(v types.UID)                  { m.uid = makeUID(v) }
 func (m *mirrorMeta) GetResourceVersion() string          { return m.resourceVersion }
 func (m *mirrorMeta) SetResourceVersion(v string)         { m.resourceVersion = v }
 func (m *mirrorMeta) GetDeletionTimestamp() *metav1.Time  { return m.deletionTimestamp }
@@ -147,18 +205,15 @@ func summarizeMirror(obj any) (any, error) {
 	secretType, immutable := Traits(u)
 	shared := shareMeta(u.GetLabels(), withoutLastApplied(u.GetAnnotations()))
 	m := &Mirror{mirrorMeta: mirrorMeta{
-		apiVersion:        intern(u.GetAPIVersion()),
-		kind:              intern(u.GetKind()),
+		typ:               unique.Make(mirrorType{apiVersion: u.GetAPIVersion(), kind: u.GetKind(), secretType: secretType, immutable: immutable}),
 		name:              intern(u.GetName()),
 		namespace:         intern(u.GetNamespace()),
-		uid:               u.GetUID(),
+		uid:               makeUID(u.GetUID()),
 		resourceVersion:   u.GetResourceVersion(),
 		labels:            shared.labels,
 		annotations:       shared.annotations,
 		deletionTimestamp: u.GetDeletionTimestamp(),
 	},
-		SecretType:   intern(secretType),
-		Immutable:    immutable,
 		ObservedHash: intern(desired.Hash(u)),
 		shared:       shared,
 	}
