@@ -528,6 +528,21 @@ func TestLostWhenRenewalsFail(t *testing.T) {
 	g.Expect(holder(getLease(g, cfg))).To(Equal("a"), "could not release")
 }
 
+// TestRenewalsAreNotRateLimited: the agent's client-side rate limit
+// (--kube-api-qps) never holds back a renewal. With a limit of one
+// request every 2 s, below the renewals' own pace, a limited lease client
+// would miss the renew deadline and lose the lease.
+func TestRenewalsAreNotRateLimited(t *testing.T) {
+	g := NewWithT(t)
+	cfg := setup(t)
+	cfg.Config.QPS, cfg.Config.Burst = 0.5, 1
+	var all leads
+	a := start(t, cfg, "a", &all)
+	g.Eventually(a.isLeading, 10*time.Second).Should(BeTrue())
+	g.Consistently(a.isLeading, 3*leaseDuration, retryPeriod).Should(BeTrue(), "lost the lease: %v", a.err)
+	g.Expect(a.onChanges()).To(Equal([]bool{true}))
+}
+
 // TestInvalidConfig: Run refuses a bad Config at once, saying what is
 // wrong, as client-go's NewLeaderElector does.
 func TestInvalidConfig(t *testing.T) {

@@ -114,9 +114,14 @@ type leaseClient struct {
 // resourcelock.NewFromKubeconfig, it bounds each request to
 // max(1s, renewDeadline/2), so that one hung request cannot use up the
 // whole renewal deadline, and adds "leader-election" to the user agent.
+// Unlike it, the client has no client-side rate limit: it sends a request
+// or two per retry period, and a renewal held back by a limiter (shared
+// with the agent's other requests, or refusing to wait past the renewal's
+// deadline) would lose the lease for no reason the API server gave.
 func newLeaseClient(cfg *rest.Config, namespace, name string, renewDeadline time.Duration) (*leaseClient, error) {
 	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
 	cfg.Timeout = max(time.Second, renewDeadline/2)
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("leader election client: %w", err)
