@@ -198,10 +198,11 @@ func (a *Applier) ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 		live = nil
 	}
 	key := writtenKey(c.Name(), gvk, want)
-	if a.current(key, live, want.GetAnnotations()[annotations.AnnotationSource], wantHash) {
+	w, written := a.lastWrite(key, live)
+	if a.holds(w, written, live, want.GetAnnotations()[annotations.AnnotationSource], wantHash) {
 		return Unchanged, nil
 	}
-	if w, ok := a.lastWrite(key, live); ok {
+	if written {
 		// The cache has not caught up with our own last write.
 		return a.updateOrRefresh(ctx, key, res, w.resourceVersion, want, sourceVerified, adopt)
 	}
@@ -258,16 +259,17 @@ func (a *Applier) InPlace(c *clusters.Cluster, gvk schema.GroupVersionKind, name
 	if !cached {
 		live = nil
 	}
-	return a.current(target{cluster: c.Name(), gvk: gvk, namespace: namespace, name: name}, live, sourceRef, hash)
+	w, written := a.lastWrite(target{cluster: c.Name(), gvk: gvk, namespace: namespace, name: name}, live)
+	return a.holds(w, written, live, sourceRef, hash)
 }
 
-// current reports whether the mirror key, cached as live (nil: not
-// cached), is ours for sourceRef and holds the content hash: our last
-// write when the cache has not caught up with it, else the cached object,
-// whose observed hash is the one wanted or was accepted for it (what
-// another writer added, kept by keep-additions).
-func (a *Applier) current(key target, live *clusters.Mirror, sourceRef, hash string) bool {
-	if w, ok := a.lastWrite(key, live); ok {
+// holds reports whether a mirror, cached as live (nil: not cached), is
+// ours for sourceRef and holds the content hash: by our last write w when
+// the cache has not caught up with it (written, see lastWrite), else by
+// the cached object, whose observed hash is the one wanted or was accepted
+// for it (what another writer added, kept by keep-additions).
+func (a *Applier) holds(w write, written bool, live *clusters.Mirror, sourceRef, hash string) bool {
+	if written {
 		return w.hash == hash
 	}
 	if live == nil || !desired.Owned(live.GetLabels(), live.GetAnnotations(), a.ManagedBy, sourceRef) {

@@ -73,8 +73,8 @@ type mirrorType struct {
 	immutable        bool
 }
 
-// types returns m's type; the zero value for a Mirror made empty.
-func (m *mirrorMeta) types() mirrorType {
+// typeOf returns m's type; the zero value for a Mirror made empty.
+func (m *mirrorMeta) typeOf() mirrorType {
 	if m.typ == (unique.Handle[mirrorType]{}) {
 		return mirrorType{}
 	}
@@ -85,7 +85,7 @@ func (m *mirrorMeta) types() mirrorType {
 // updated in place: a Secret's type ("" for other kinds) and the
 // immutable flag (see the function Traits).
 func (m *Mirror) Traits() (secretType string, immutable bool) {
-	t := m.types()
+	t := m.typeOf()
 	return t.secretType, t.immutable
 }
 
@@ -134,13 +134,13 @@ func (m *mirrorMeta) GetObjectKind() schema.ObjectKind { return m }
 
 // GroupVersionKind implements schema.ObjectKind.
 func (m *mirrorMeta) GroupVersionKind() schema.GroupVersionKind {
-	t := m.types()
+	t := m.typeOf()
 	return schema.FromAPIVersionAndKind(t.apiVersion, t.kind)
 }
 
 // SetGroupVersionKind implements schema.ObjectKind.
 func (m *mirrorMeta) SetGroupVersionKind(gvk schema.GroupVersionKind) {
-	t := m.types()
+	t := m.typeOf()
 	t.apiVersion, t.kind = gvk.ToAPIVersionAndKind()
 	m.typ = unique.Make(t)
 }

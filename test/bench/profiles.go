@@ -24,22 +24,28 @@ func (a *agent) saveProfiles(ctx context.Context, dir, tag string) error {
 		tag + ".goroutines.txt": "/debug/pprof/goroutine?debug=1",
 		tag + ".allocs.pb.gz":   "/debug/pprof/allocs",
 	} {
-		f, err := os.Create(filepath.Join(dir, file)) //nolint:gosec // the bench's own log directory
-		if err != nil {
-			return err
-		}
-		code, err := fleettest.HTTPGet(ctx, "http://"+a.pprofAddr+path, f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil && code != http.StatusOK {
-			err = fmt.Errorf("%s: HTTP %d", path, code)
-		}
-		if err != nil {
+		if err := a.saveProfile(ctx, filepath.Join(dir, file), path); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// saveProfile writes what the agent's profiling endpoint path answers
+// into the file at name.
+func (a *agent) saveProfile(ctx context.Context, name, path string) error {
+	f, err := os.Create(name) //nolint:gosec // the bench's own log directory
+	if err != nil {
+		return err
+	}
+	code, err := fleettest.HTTPGet(ctx, "http://"+a.pprofAddr+path, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("%s: HTTP %d", path, code)
+	}
+	return err
 }
 
 // cpuProfile starts a CPU profile of the agent over the next d and returns
@@ -52,19 +58,7 @@ func (a *agent) cpuProfile(ctx context.Context, dir, tag string, d time.Duration
 	}
 	done := make(chan error, 1)
 	go func() {
-		f, err := os.Create(filepath.Join(dir, tag+".cpu.pb.gz")) //nolint:gosec // the bench's own log directory
-		if err != nil {
-			done <- err
-			return
-		}
-		code, err := fleettest.HTTPGet(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.pprofAddr, int(d.Seconds())), f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil && code != http.StatusOK {
-			err = fmt.Errorf("CPU profile: HTTP %d", code)
-		}
-		done <- err
+		done <- a.saveProfile(ctx, filepath.Join(dir, tag+".cpu.pb.gz"), fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())))
 	}()
 	return func() error { return <-done }
 }
