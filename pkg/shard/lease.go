@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -327,7 +328,7 @@ func leaseName(group, identity string) string {
 // up, and deletes the Leases after (Stopped.Delete). It LISTs the group's
 // Leases every LeaseDuration/8, which the shard Role allows.
 func AwaitStopped(ctx context.Context, o Options) (*Stopped, error) {
-	client, err := coordinationclient.NewForConfig(o.Config)
+	client, err := newLeaseClient(o.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -399,4 +400,16 @@ func (s *Stopped) Delete(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// newLeaseClient is the client of the shard Leases, built from cfg without
+// its client-side rate limit: a replica sends a renewal or two per retry
+// period, and one held back by a limiter (shared with the hub's other
+// requests, or refusing to wait past the renewal's deadline) would stop
+// the replica serving for no reason the API server gave. The leader
+// election Lease's client does the same (pkg/leader).
+func newLeaseClient(cfg *rest.Config) (*coordinationclient.CoordinationV1Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	return coordinationclient.NewForConfig(cfg)
 }

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -58,7 +57,7 @@ type Provider struct {
 
 // Run divides Inner's clusters with the other replicas until ctx ends.
 func (p *Provider) Run(ctx context.Context, e fleet.Engager) error {
-	client, err := coordinationclient.NewForConfig(p.Config)
+	client, err := newLeaseClient(p.Config)
 	if err != nil {
 		return err
 	}
