@@ -126,6 +126,11 @@ const (
 	// LabelClusterName registers a plain kubeconfig Secret (data key "value").
 	// Cluster API's own label, cluster.x-k8s.io/cluster-name, works too.
 	LabelClusterName = Prefix + "cluster-name"
+	// LabelReceiveOnly "true" declares a registered cluster that only
+	// receives: the hub looks for no sources, pull mirrors or
+	// MirrorPolicies there and watches only its own mirrors, which spares
+	// the idle watches per kind a cluster without a member agent costs.
+	LabelReceiveOnly = Prefix + "receive-only"
 )
 
 // Target keywords in AnnotationTargetNamespaces.

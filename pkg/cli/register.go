@@ -69,6 +69,7 @@ type registerOptions struct {
 	tokenTimeout    time.Duration
 	tokenSecret     string
 	labels          []string
+	receiveOnly     bool
 }
 
 func (o *options) registerCommand() *cobra.Command {
@@ -107,6 +108,7 @@ service-account-token Secret in --member-namespace, and writes only the hub's Se
 	f.DurationVar(&r.tokenTimeout, "token-timeout", time.Minute, "How long to wait for the token controller to fill the long-lived token Secret")
 	f.StringVar(&r.tokenSecret, "token-secret", "", "Use the token of this existing service-account-token Secret in --member-namespace (the member chart's hubAccess identity, <release>-hub-token) instead of creating the hub's identity; nothing is written to the member")
 	f.StringArrayVar(&r.labels, "label", nil, "Extra label KEY=VALUE of the hub's Secret, for target cluster selectors (repeatable)")
+	f.BoolVar(&r.receiveOnly, "receive-only", false, "Label the hub's Secret "+annotations.LabelReceiveOnly+"=true: the member only receives mirrors, and the hub looks for no sources, pull mirrors or MirrorPolicies there (for a member without a member agent: it spares the hub two idle watches per kind)")
 	_ = cmd.MarkFlagRequired("member-context")
 	return cmd
 }
@@ -178,6 +180,10 @@ func parseLabels(in []string) (map[string]string, error) {
 			return nil, fmt.Errorf("--label %q: %s is set from NAME", l, k)
 		case annotations.LabelMirror, annotations.LabelManagedBy:
 			return nil, fmt.Errorf("--label %q: the hub refuses registration Secrets carrying the mirror label %s", l, k)
+		case annotations.LabelReceiveOnly:
+			if v != "true" && v != "false" {
+				return nil, fmt.Errorf("--label %q: %s is true or false (or use --receive-only)", l, k)
+			}
 		}
 		out[k] = v
 	}
@@ -240,6 +246,9 @@ func (r *registerOptions) register(ctx context.Context, name string) error {
 	extra, err := parseLabels(r.labels)
 	if err != nil {
 		return err
+	}
+	if r.receiveOnly {
+		extra[annotations.LabelReceiveOnly] = "true"
 	}
 	gvks, err := agent.ParseResourceTypes(r.resourceTypes)
 	if err != nil {

@@ -85,7 +85,7 @@ func TestRegisterCluster(t *testing.T) {
 	out, err := runWith(kubeconfig, "register-cluster", "Bad_Name", "--member-context=member", "--token-duration=1h")
 	g.Expect(err).To(MatchError(ContainSubstring("invalid")), out)
 
-	out, err = runWith(kubeconfig, "register-cluster", "member-x", "--member-context=member", "--token-duration=1h", "--label=env=test")
+	out, err = runWith(kubeconfig, "register-cluster", "member-x", "--member-context=member", "--token-duration=1h", "--label=env=test", "--receive-only")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("hub: secret fleetmirror-system/member-x-fleetmirror applied"))
 	g.Expect(out).To(ContainSubstring("member: clusterrole fleetmirror-hub applied"))
@@ -94,6 +94,7 @@ func TestRegisterCluster(t *testing.T) {
 	g.Expect(f.Hub.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "member-x-fleetmirror"}, &s)).To(Succeed())
 	g.Expect(s.Labels).To(HaveKeyWithValue(annotations.LabelClusterName, "member-x"))
 	g.Expect(s.Labels).To(HaveKeyWithValue("env", "test"))
+	g.Expect(s.Labels).To(HaveKeyWithValue(annotations.LabelReceiveOnly, "true"))
 	g.Expect(s.Labels).NotTo(HaveKey(annotations.LabelManagedBy), "the hub refuses mirrors")
 
 	// What the hub's provider accepts: parses, no plugin, nothing from files.
@@ -202,6 +203,7 @@ func TestRegisterClusterRefuses(t *testing.T) {
 		{"register-cluster", "member-x"}, // no --member-context
 		{"register-cluster", "member-x", "--member-context=nope"},
 		{"register-cluster", "member-x", "--member-context=member", "--label=novalue"},
+		{"register-cluster", "member-x", "--member-context=member", "--label=" + annotations.LabelReceiveOnly + "=yes"},
 		{"register-cluster", "member-x", "--member-context=member", "--resource-types=Nothing.v1"},
 		{"register-cluster", "member-x", "--member-context=member", "--token-duration=1m"},
 		{"unregister-cluster", "-bad-"},

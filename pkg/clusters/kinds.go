@@ -77,6 +77,11 @@ type KindOptions struct {
 	// serves them (WatchPolicies, asked again every pass; after a refusal,
 	// at the next discovery), and counts a kind a policy names as used.
 	Policies bool
+	// ReceiveOnly, when set, says which clusters only receive: there every
+	// kind is ruled out as a member's kinds object rules it out (no
+	// presence, our mirrors only, no MirrorPolicies), whatever the mode,
+	// except where sources or pull mirrors are cached or referred to.
+	ReceiveOnly func(c *Cluster) bool
 }
 
 // Kinds starts and stops the kind watches of a set of clusters. A kind is
@@ -238,7 +243,7 @@ func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKi
 	log := logf.FromContext(ctx).WithValues("cluster", c.Name(), "gvk", gvk.String())
 	w := c.kind(gvk)
 	watched, narrow := w != nil, w != nil && w.mirrorsOnly()
-	if k.narrows() && k.rulesOut(ctx, c, gvk) && !refs.has(gvk, c.Name()) && !c.PolicyKinds().Has(gvk) {
+	if (k.narrows() || k.receiveOnly(c)) && k.rulesOut(ctx, c, gvk) && !refs.has(gvk, c.Name()) && !c.PolicyKinds().Has(gvk) {
 		mirrorsOnly, err := c.WatchMirrors(gvk)
 		if err != nil {
 			return err
@@ -247,7 +252,7 @@ func (k *Kinds) watch(ctx context.Context, c *Cluster, gvk schema.GroupVersionKi
 			// Narrowing announces nothing: the caches lost nothing but
 			// empty ones.
 			if mirrorsOnly && !narrow {
-				log.Info("Watching kind for our mirrors only: the member agent's kinds object rules out its sources and pull mirrors")
+				log.Info("Watching kind for our mirrors only: " + k.whyMirrorsOnly(c))
 			}
 			return nil
 		}
@@ -354,7 +359,7 @@ func (k *Kinds) announce(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 			if k.opts.Synced != nil {
 				k.opts.Synced(c, gvk)
 			}
-			if k.narrows() {
+			if k.narrows() || k.opts.ReceiveOnly != nil {
 				// Its mirrors may refer to sources in clusters whose
 				// kind is watched for mirrors only: a pass widens those
 				// now rather than at the next ProbeInterval.

@@ -401,9 +401,17 @@ func (h *kindsHintWatch) follow(ctx context.Context, c *Cluster, w apiwatch.Inte
 	}
 }
 
-// rulesOut reports whether c's member agent says, in a kinds object the
-// hub trusts, that c has no source and no pull mirror of gvk.
+// rulesOut reports whether c has no source and no pull mirror of gvk to
+// look for: c is registered receive-only, or its member agent says so in
+// a kinds object the hub trusts.
 func (k *Kinds) rulesOut(ctx context.Context, c *Cluster, gvk schema.GroupVersionKind) bool {
+	if k.receiveOnly(c) {
+		c.mu.Lock()
+		c.stopPresenceLocked(gvk)
+		c.stopKindsHintLocked() // nothing it says matters here
+		c.mu.Unlock()
+		return true
+	}
 	if !k.opts.MemberKinds {
 		return false
 	}
@@ -415,6 +423,21 @@ func (k *Kinds) rulesOut(ctx context.Context, c *Cluster, gvk schema.GroupVersio
 	c.stopPresenceLocked(gvk) // the member's object says all it would
 	c.mu.Unlock()
 	return true
+}
+
+// receiveOnly reports whether c was registered receive-only
+// (KindOptions.ReceiveOnly).
+func (k *Kinds) receiveOnly(c *Cluster) bool {
+	return k.opts.ReceiveOnly != nil && k.opts.ReceiveOnly(c)
+}
+
+// whyMirrorsOnly says, for the log, what ruled out the sources and pull
+// mirrors of a kind in c.
+func (k *Kinds) whyMirrorsOnly(c *Cluster) string {
+	if k.receiveOnly(c) {
+		return "the cluster is registered receive-only"
+	}
+	return "the member agent's kinds object rules out its sources and pull mirrors"
 }
 
 // Coverage returns what c's kinds object says, as the member agent writes

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
@@ -170,6 +171,9 @@ func New(o Options) *Fleet {
 	ko.ManagedBy = o.ManagedBy
 	ko.Synced = f.kindSynced
 	ko.InvalidKindsObject = f.invalidKindsObject
+	if o.ManagedBy == annotations.ManagedByHub { // a member has no registered clusters
+		ko.ReceiveOnly = f.receiveOnly
+	}
 	f.kinds = clusters.NewKinds(ko)
 	return f
 }
@@ -356,11 +360,32 @@ func (f *Fleet) Relabel(name string, labels map[string]string) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if c, ok := f.conns[name]; ok {
-		c.labels.Store(&labels)
+		was := *c.labels.Swap(&labels)
+		if IsReceiveOnly(was) != IsReceiveOnly(labels) {
+			f.kinds.Trigger() // its watches widen or narrow now
+		}
 	}
 	if r, ok := f.elsewhere[name]; ok {
 		r.labels.Store(&labels)
 	}
+}
+
+// receiveOnly reports whether c, a registered cluster, was registered
+// receive-only (annotations.LabelReceiveOnly "true"): Kinds then looks
+// for no sources, pull mirrors or MirrorPolicies there. The agent's own
+// cluster never is.
+func (f *Fleet) receiveOnly(c *clusters.Cluster) bool {
+	f.mu.RLock()
+	conn, ok := f.conns[c.Name()]
+	f.mu.RUnlock()
+	return ok && conn.cluster == c && !conn.spec.Local && IsReceiveOnly(*conn.labels.Load())
+}
+
+// IsReceiveOnly reports whether a registration's labels declare its
+// cluster receive-only. Only "true" does: any other value leaves the
+// cluster looked at whole, the safe side.
+func IsReceiveOnly(labels map[string]string) bool {
+	return labels[annotations.LabelReceiveOnly] == "true"
 }
 
 // Listed marks the fleet as known. Claims on clusters are decided from

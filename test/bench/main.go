@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
@@ -93,6 +94,8 @@ type options struct {
 	slimServers  bool
 	// memberKinds writes the member agents' kinds objects (hub-fleet).
 	memberKinds bool
+	// receiveOnly registers the member clusters receive-only (hub-fleet).
+	receiveOnly bool
 	// hubFleetModes are the modes hub-fleet runs one after the other
 	// (hubFleetModes); none: one run as the other flags say.
 	hubFleetModes string
@@ -115,6 +118,7 @@ type options struct {
 type hubFleetMode struct {
 	args        string
 	memberKinds bool
+	receiveOnly bool
 	doc         string
 }
 
@@ -126,9 +130,11 @@ var hubFleetModes = map[string]hubFleetMode{
 		doc: "every discovered kind (--resource-types=), each member cluster with its member agent's kinds object"},
 	"discovery-without-members": {args: "--resource-types=",
 		doc: "every discovered kind (--resource-types=), no kinds objects: clusters without a member agent"},
+	"receive-only": {args: "--resource-types=", receiveOnly: true,
+		doc: "every discovered kind (--resource-types=), no kinds objects, each member cluster registered receive-only (" + annotations.LabelReceiveOnly + "=true)"},
 }
 
-var hubFleetModeOrder = []string{"two-kinds", "discovery", "discovery-without-members"}
+var hubFleetModeOrder = []string{"two-kinds", "discovery", "discovery-without-members", "receive-only"}
 
 // scaleFor returns the workload's default scale with the flags given applied.
 func (o *options) scaleFor(workload string) scale {
@@ -163,6 +169,7 @@ func run() int {
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
 	fs.DurationVar(&o.shardLease, "shard-lease", 15*time.Second, "hub-shards: the replicas' --shard-lease-duration (the hub's default).")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart).")
+	fs.BoolVar(&o.receiveOnly, "receive-only", false, "hub-fleet: register the member clusters receive-only ("+annotations.LabelReceiveOnly+"=true): the hub looks for no sources there; the mode receive-only of -hub-fleet-modes sets it.")
 	fs.BoolVar(&o.memberKinds, "member-kinds-objects", false, "hub-fleet: write into every member cluster the kinds object a member agent keeps there (no kind used: the members hold mirrors only; renewed every minute), as with member agents installed; the mode discovery of -hub-fleet-modes sets it.")
 	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")
 	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")

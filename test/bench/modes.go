@@ -49,6 +49,7 @@ func (o *options) runsOf(w string) ([]benchRun, error) {
 		mo := *o
 		mo.agentArgs = strings.TrimSpace(o.agentArgs + " " + m.args)
 		mo.memberKinds = o.memberKinds || m.memberKinds
+		mo.receiveOnly = o.receiveOnly || m.receiveOnly
 		runs = append(runs, benchRun{mode: name, doc: m.doc, label: w + "-" + name, opts: &mo})
 	}
 	return runs, nil

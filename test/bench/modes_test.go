@@ -34,6 +34,8 @@ func TestRunsOf(t *testing.T) {
 			want: []string{"hub-fleet-two-kinds||false|", "hub-fleet-discovery|--resource-types=|true|"}},
 		{name: "agent args kept, mode's appended", workload: wlHubFleet, modes: "discovery-without-members, discovery", agentArgs: "--pprof=x",
 			want: []string{"hub-fleet-discovery-without-members|--pprof=x --resource-types=|false|", "hub-fleet-discovery|--pprof=x --resource-types=|true|"}},
+		{name: "receive-only registrations", workload: wlHubFleet, modes: "discovery-without-members,receive-only",
+			want: []string{"hub-fleet-discovery-without-members|--resource-types=|false|", "hub-fleet-receive-only|--resource-types=|false||receive-only"}},
 		{name: "a mode once", workload: wlHubFleet, modes: "discovery,discovery",
 			want: []string{"hub-fleet-discovery|--resource-types=|true|"}},
 		{name: "no modes: the flags as given", workload: wlHubFleet, modes: " ", agentArgs: "--resource-types=", memberKinds: true,
@@ -57,7 +59,11 @@ func TestRunsOf(t *testing.T) {
 			}
 			var got []string
 			for _, r := range runs {
-				got = append(got, strings.Join([]string{r.label, r.opts.agentArgs, map[bool]string{true: "true", false: "false"}[r.opts.memberKinds], r.opts.sourceMode}, "|"))
+				run := strings.Join([]string{r.label, r.opts.agentArgs, map[bool]string{true: "true", false: "false"}[r.opts.memberKinds], r.opts.sourceMode}, "|")
+				if r.opts.receiveOnly {
+					run += "|receive-only"
+				}
+				got = append(got, run)
 			}
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Errorf("runs\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))

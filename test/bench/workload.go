@@ -412,8 +412,12 @@ func (b *bench) seed(ctx context.Context) error {
 // form, with -seed-workers concurrent writers: a hundred registrations land
 // within a second, as when a fleet is registered by a script.
 func (b *bench) register(ctx context.Context, cs ...*cluster) error {
+	var labels map[string]string
+	if b.opts.receiveOnly {
+		labels = map[string]string{annotations.LabelReceiveOnly: "true"}
+	}
 	return parallel(ctx, len(cs), b.opts.workers, func(ctx context.Context, i int) error {
-		return fleettest.RegisterPlain(ctx, b.srcC.ctrl, systemNS, cs[i].fc, nil, nil)
+		return fleettest.RegisterPlain(ctx, b.srcC.ctrl, systemNS, cs[i].fc, nil, labels)
 	})
 }
 
