@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,6 +98,11 @@ type Applier struct {
 	// that runs before the cache shows that write neither rewrites the same
 	// content nor updates from a resourceVersion that is already gone.
 	written sync.Map // target -> write
+	// memos is at least the number of entries of written (raised before
+	// one is stored, lowered after one is gone): while it is zero, as
+	// once every write is cached, looking one up costs no hashing of its
+	// key, which every Seen and InPlace would pay for each mirror.
+	memos atomic.Int64
 
 	// conflicts remembers names held by objects that are not ours, so that
 	// reconciles in quick succession (every namespace event re-reconciles
@@ -136,14 +142,39 @@ func writtenKey(cluster string, gvk schema.GroupVersionKind, obj metav1.Object) 
 }
 
 func (a *Applier) remember(key target, got metav1.Object, hash string) {
-	a.written.Store(key, write{uid: got.GetUID(), resourceVersion: got.GetResourceVersion(), hash: hash})
+	a.memos.Add(1)
+	if _, loaded := a.written.Swap(key, write{uid: got.GetUID(), resourceVersion: got.GetResourceVersion(), hash: hash}); loaded {
+		a.memos.Add(-1)
+	}
+}
+
+// memo returns our last write of key, if remembered.
+func (a *Applier) memo(key target) (any, bool) {
+	if a.memos.Load() == 0 {
+		return nil, false
+	}
+	return a.written.Load(key)
+}
+
+// dropMemo forgets the write v of key, unless a newer one was stored
+// since (v nil: whatever is stored).
+func (a *Applier) dropMemo(key target, v any) {
+	var gone bool
+	if v == nil {
+		_, gone = a.written.LoadAndDelete(key)
+	} else {
+		gone = a.written.CompareAndDelete(key, v)
+	}
+	if gone {
+		a.memos.Add(-1)
+	}
 }
 
 // lastWrite returns our last write of the mirror named like want when the
 // cached object live (nil: not cached) is older than that write. A write
 // the cache has caught up with is forgotten here, as Seen does.
 func (a *Applier) lastWrite(key target, live *clusters.Mirror) (write, bool) {
-	v, ok := a.written.Load(key)
+	v, ok := a.memo(key)
 	if !ok {
 		return write{}, false
 	}
@@ -155,7 +186,7 @@ func (a *Applier) lastWrite(key target, live *clusters.Mirror) (write, bool) {
 		return write{}, false
 	}
 	if !rvLess(live.GetResourceVersion(), w.resourceVersion) {
-		a.written.CompareAndDelete(key, v)
+		a.dropMemo(key, v)
 		return write{}, false
 	}
 	return w, true
@@ -496,7 +527,7 @@ func (a *Applier) letGo(ctx context.Context, c *clusters.Cluster, gvk schema.Gro
 		return Failed, err
 	}
 	a.accepted.Delete(live.GetUID())
-	a.written.Delete(writtenKey(c.Name(), gvk, live))
+	a.dropMemo(writtenKey(c.Name(), gvk, live), nil)
 	return done, nil
 }
 
@@ -675,14 +706,16 @@ func subsetStrings(want, have map[string]string) bool {
 // its job (the cache alone answers from then on) and is dropped, so that
 // memos do not grow with the number of mirrors.
 func (a *Applier) Seen(cluster string, gvk schema.GroupVersionKind, m *clusters.Mirror) {
+	if a.memos.Load() == 0 {
+		return
+	}
 	key := writtenKey(cluster, gvk, m)
 	v, ok := a.written.Load(key)
 	if !ok {
 		return
 	}
 	if w := v.(write); w.uid == m.GetUID() && !rvLess(m.GetResourceVersion(), w.resourceVersion) {
-		// Only this memo: a write stored since is newer than m.
-		a.written.CompareAndDelete(key, v)
+		a.dropMemo(key, v) // only this memo: a write stored since is newer than m
 	}
 }
 
@@ -690,8 +723,8 @@ func (a *Applier) Seen(cluster string, gvk schema.GroupVersionKind, m *clusters.
 // that the next Ensure sees it missing and creates it again.
 func (a *Applier) Forget(cluster string, gvk schema.GroupVersionKind, mirror metav1.Object) {
 	key := writtenKey(cluster, gvk, mirror)
-	if v, ok := a.written.Load(key); ok && v.(write).uid == mirror.GetUID() {
-		a.written.Delete(key)
+	if v, ok := a.memo(key); ok && v.(write).uid == mirror.GetUID() {
+		a.dropMemo(key, v)
 	}
 	a.conflicts.Delete(key) // the name may be free now
 	a.accepted.Delete(mirror.GetUID())
@@ -701,12 +734,16 @@ func (a *Applier) Forget(cluster string, gvk schema.GroupVersionKind, mirror met
 // whose connection is gone (unregistered, or reconnected with new
 // credentials): what it held then says nothing about it now.
 func (a *Applier) ForgetCluster(name string) {
-	for _, m := range []*sync.Map{&a.written, &a.conflicts} {
-		m.Range(func(k, _ any) bool {
-			if k.(target).cluster == name {
-				m.Delete(k)
-			}
-			return true
-		})
-	}
+	a.written.Range(func(k, v any) bool {
+		if k.(target).cluster == name {
+			a.dropMemo(k.(target), v)
+		}
+		return true
+	})
+	a.conflicts.Range(func(k, _ any) bool {
+		if k.(target).cluster == name {
+			a.conflicts.Delete(k)
+		}
+		return true
+	})
 }

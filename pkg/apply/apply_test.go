@@ -138,5 +138,14 @@ func TestSeenDropsMemoOnceCached(t *testing.T) {
 		if _, kept := a.written.Load(key); kept != tt.kept {
 			t.Errorf("%s: lastWrite: memo kept = %v", tt.name, kept)
 		}
+		// The count that lets lookups skip an empty memory follows: one
+		// memo or none, whatever was stored twice.
+		if want := map[bool]int64{true: 1, false: 0}[tt.kept]; a.memos.Load() != want {
+			t.Errorf("%s: memos = %d, want %d", tt.name, a.memos.Load(), want)
+		}
+		a.Forget("c1", gvk, cached("u1", "10"))
+		if _, kept := a.written.Load(key); kept || a.memos.Load() != 0 {
+			t.Errorf("%s: after Forget: memo kept = %v, memos = %d", tt.name, kept, a.memos.Load())
+		}
 	}
 }

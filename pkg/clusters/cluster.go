@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,11 +87,14 @@ type Cluster struct {
 	mapper *kindMapper
 
 	namespaces *watch
-	httpClient *http.Client
-	transport  *closingTransport // httpClient's; nil for clients made otherwise
-	discovery  *Discovery
-	raw        rest.Interface
-	meta       rest.Interface // metadata responses, for Objects
+	// namespacesGen changes after every change of the namespaces' cache
+	// (NamespacesGeneration).
+	namespacesGen atomic.Uint64
+	httpClient    *http.Client
+	transport     *closingTransport // httpClient's; nil for clients made otherwise
+	discovery     *Discovery
+	raw           rest.Interface
+	meta          rest.Interface // metadata responses, for Objects
 	// watchREST opens the watches: meta, or with Options.WatchConnection a
 	// client of a connection of its own, closed by watchTransport.
 	watchREST      rest.Interface
@@ -290,6 +294,7 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 	}
 	c.namespaces = c.followHealth(newWatch(c.watchSource(namespacesGVR, labels.Everything(), true), "namespaces", opts.Resync, nil, stripMetadata))
 	c.namespaces.setHandler(func(obj any, _ bool) {
+		c.namespacesGen.Add(1) // after the cache changed, before anyone is told
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			opts.Handler.Namespace(opts.Name, m)
 		}
@@ -714,6 +719,12 @@ func (c *Cluster) sourceRefs(gvk schema.GroupVersionKind) []string {
 	}
 	return refs
 }
+
+// NamespacesGeneration changes after every change of the cached
+// namespaces: a list of Namespaces taken after reading it is at least as
+// new as that generation, so that a copy made from it can be kept until
+// the generation changes.
+func (c *Cluster) NamespacesGeneration() uint64 { return c.namespacesGen.Load() }
 
 // Namespaces returns the cached namespaces. Shared with the cache.
 func (c *Cluster) Namespaces() []*metav1.PartialObjectMetadata {

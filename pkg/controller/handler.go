@@ -166,6 +166,7 @@ func (e *eventSource) Down(*clusters.Cluster) { e.enqueueAll() }
 // say so. The mirrors of the sources of a cluster that left are looked at.
 func (e *eventSource) Left(name string, gone bool) {
 	e.reconciler.Applier.ForgetCluster(name)
+	e.reconciler.snapshots.Delete(name) // keeps the connection that left alive
 	if gone {
 		e.clusterGone(name)
 		e.reconciler.forgetPullCluster(name)

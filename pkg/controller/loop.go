@@ -128,7 +128,19 @@ type Result struct {
 	// RequeueAfter, when positive, looks at the source again after that
 	// long; a change of the source or its mirrors may come first.
 	RequeueAfter time.Duration
+	// then, when set, is the rest of the reconcile, run while the worker
+	// takes the next key: the key stays in process (no other reconcile of
+	// it starts) until then returns, and its Result and error are the
+	// reconcile's. The writes that are the point of a reconcile (mirrors)
+	// are done by then; what is left is bookkeeping on the source, its
+	// status, which would otherwise hold a worker for a round trip per
+	// source while other sources wait for their mirrors.
+	then func(context.Context) (Result, error)
 }
+
+// thenSlots bounds the reconciles whose rest (Result.then) runs at once,
+// per worker: a worker that would exceed it waits for one to end.
+const thenSlots = 4
 
 // Run reconciles sources with Options.Workers workers until ctx ends, then
 // waits for the reconciles in flight (their context is ctx: they stop at
@@ -155,9 +167,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	ctx = logf.IntoContext(ctx, log)
 	log.Info("Starting workers", "workers", workers)
 	var wg sync.WaitGroup
+	rest := &rests{wg: &wg, slots: make(chan struct{}, workers*thenSlots), done: sw.signal}
 	for range workers {
 		wg.Go(func() {
-			for p.next(ctx, q) {
+			for p.next(ctx, q, rest) {
 				sw.signal() // room in the queue for more of a sweep
 			}
 		})
@@ -169,18 +182,47 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return nil
 }
 
-// next reconciles the next source of q; false once q is shut down.
-func (p *Pipeline) next(ctx context.Context, q queue) bool {
+// rests runs the rests of reconciles (Result.then), each in a goroutine of
+// its own, at most cap(slots) at once; Run waits for them as for its
+// workers.
+type rests struct {
+	wg    *sync.WaitGroup
+	slots chan struct{}
+	done  func() // a key was let go: room for more of a sweep
+}
+
+// next reconciles the next source of q; false once q is shut down. A
+// reconcile that left a rest (Result.then) has it run in rest, and its key
+// is let go once that ends.
+func (p *Pipeline) next(ctx context.Context, q queue, rest *rests) bool {
 	key, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer q.Done(key)
 	name := p.opts.Name
 	metrics.ActiveWorkers.WithLabelValues(name).Inc()
-	defer metrics.ActiveWorkers.WithLabelValues(name).Dec()
 	start := time.Now()
 	res, err := p.reconcileSafely(ctx, key)
+	metrics.ActiveWorkers.WithLabelValues(name).Dec()
+	if then := res.then; then != nil && err == nil {
+		rest.slots <- struct{}{}
+		rest.wg.Go(func() {
+			defer func() { <-rest.slots }()
+			res, err := p.safely(ctx, key, then)
+			p.settle(ctx, q, key, res, err, start)
+			q.Done(key)
+			rest.done()
+		})
+		return true
+	}
+	p.settle(ctx, q, key, res, err, start)
+	q.Done(key)
+	return true
+}
+
+// settle tells q what a reconcile of key that began at start came to.
+func (p *Pipeline) settle(ctx context.Context, q queue, key Key, res Result, err error, start time.Time) {
+	name := p.opts.Name
 	result := "success"
 	switch {
 	case err != nil:
@@ -198,11 +240,15 @@ func (p *Pipeline) next(ctx context.Context, q queue) bool {
 		q.Forget(key)
 	}
 	metrics.ObserveReconcile(name, result, time.Since(start))
-	return true
 }
 
 // reconcileSafely reconciles key; a panic is an error.
 func (p *Pipeline) reconcileSafely(ctx context.Context, key Key) (res Result, err error) {
+	return p.safely(ctx, key, func(ctx context.Context) (Result, error) { return p.reconcile(ctx, key) })
+}
+
+// safely runs fn, a reconcile of key or its rest; a panic is an error.
+func (p *Pipeline) safely(ctx context.Context, key Key, fn func(context.Context) (Result, error)) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			metrics.ReconcilePanics.WithLabelValues(p.opts.Name).Inc()
@@ -210,5 +256,5 @@ func (p *Pipeline) reconcileSafely(ctx context.Context, key Key) (res Result, er
 			err = fmt.Errorf("panic: %v [recovered]", r)
 		}
 	}()
-	return p.reconcile(ctx, key)
+	return fn(ctx)
 }

@@ -225,3 +225,81 @@ func TestFirstUpAfterStart(t *testing.T) {
 		})
 	}
 }
+
+// The rest of a reconcile (Result.then) runs while the worker goes on: a
+// single worker reconciles the next source meanwhile, the source whose
+// rest runs is not reconciled again until the rest ends (a change queued
+// meanwhile waits for it), the rest's error is the reconcile's (retried,
+// counted), and Run waits for a rest in flight at cancellation.
+func TestReconcileRest(t *testing.T) {
+	g := NewWithT(t)
+	name := fmt.Sprintf("rest-test-%d", time.Now().UnixNano())
+	var (
+		mu    sync.Mutex
+		order []string
+		q     queue
+	)
+	log := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, s)
+	}
+	logged := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(order)
+	}
+	release := make(chan error)
+	var restsRun atomic.Int32
+	p := &Pipeline{
+		opts: Options{Name: name, Workers: 1},
+		reconcile: func(_ context.Context, k Key) (Result, error) {
+			log(k.Name)
+			if k.Name != "a" {
+				return Result{}, nil
+			}
+			return Result{then: func(context.Context) (Result, error) {
+				n := restsRun.Add(1)
+				err := <-release
+				log(fmt.Sprintf("a rest %d", n))
+				return Result{}, err
+			}}, nil
+		},
+		feed: func(_ context.Context, queue queue, _ *sweeps) error {
+			q = queue
+			q.Add(Key{Name: "a"})
+			q.Add(Key{Name: "b"})
+			return nil
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	g.Eventually(logged, "5s", "10ms").Should(Equal([]string{"a", "b"}), "the worker went on while a's rest runs")
+	q.Add(Key{Name: "a"}) // a change of a, while its rest runs
+	g.Consistently(logged, "200ms", "10ms").Should(Equal([]string{"a", "b"}), "a reconciled again before its rest ended")
+	release <- nil
+	g.Eventually(logged, "5s", "10ms").Should(Equal([]string{"a", "b", "a rest 1", "a"}), "the change queued meanwhile, reconciled once the rest ended")
+	release <- nil
+	g.Eventually(logged, "5s", "10ms").Should(HaveLen(5))
+	g.Consistently(logged, "200ms", "10ms").Should(Equal([]string{"a", "b", "a rest 1", "a", "a rest 2"}))
+	g.Expect(testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(name, "success"))).To(Equal(3.0))
+
+	// A rest that fails fails the reconcile: retried, counted.
+	q.Add(Key{Name: "a"})
+	g.Eventually(restsRun.Load, "5s", "10ms").Should(Equal(int32(3)))
+	release <- errors.New("status write failed")
+	g.Eventually(restsRun.Load, "5s", "10ms").Should(Equal(int32(4)), "the failed reconcile retried")
+	release <- nil
+	g.Eventually(logged, "5s", "10ms").Should(Equal([]string{"a", "b", "a rest 1", "a", "a rest 2", "a", "a rest 3", "a", "a rest 4"}))
+	g.Expect(testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(name, "error"))).To(Equal(1.0))
+
+	// A rest in flight at cancellation: Run waits for it.
+	q.Add(Key{Name: "a"})
+	g.Eventually(restsRun.Load, "5s", "10ms").Should(Equal(int32(5)))
+	cancel()
+	g.Consistently(done, "100ms").ShouldNot(Receive(), "Run returned before the rest in flight")
+	release <- nil
+	g.Eventually(done, "5s").Should(Receive(BeNil()))
+}

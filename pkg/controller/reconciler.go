@@ -50,6 +50,9 @@ type Reconciler struct {
 
 	observed sync.Map // Key -> time.Time: first unhandled change of a source
 	reported sync.Map // Key -> *sync.Map: last message per warning reason
+	// snapshots holds each cluster's namespaces as target resolution reads
+	// them (cluster name -> *namespaces), made again when they changed.
+	snapshots sync.Map
 	// own tells the watch events of our own writes of sources' metadata
 	// from everybody else's changes.
 	own ownWrites
@@ -97,6 +100,19 @@ const retryThrottled = time.Second
 // Reconcile brings the mirrors of one source to the desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
 	res, err := r.reconcile(ctx, key)
+	if then := res.then; then != nil && err == nil {
+		// What the rest comes to is the reconcile's.
+		return Result{then: func(ctx context.Context) (Result, error) {
+			res, err := then(ctx)
+			return r.settled(key, res, err)
+		}}, nil
+	}
+	return r.settled(key, res, err)
+}
+
+// settled is what a reconcile of key that came to res and err returns:
+// throttling is no failure, and failures count against the source.
+func (r *Reconciler) settled(key Key, res Result, err error) (Result, error) {
 	if onlyThrottled(err) {
 		// A busy API server asked us to come back later: that is neither
 		// a failure to space out nor one to count against the source.
@@ -562,6 +578,24 @@ func (r *Reconciler) callContext(ctx context.Context, c *clusters.Cluster) (cont
 	return c.CallContext(ctx, r.opts.CallTimeout)
 }
 
+// keptNamespaces returns the namespaces of keep in each cluster, sorted,
+// for deleteUntargeted to look up every mirror of a source in: a plan's
+// targets are sorted by namespace in each cluster already, so this costs
+// no sort and no hashing, where a set of Targets cost a map of every
+// namespace on each reconcile of each source.
+func keptNamespaces(keep []Target) map[*clusters.Cluster][]string {
+	out := map[*clusters.Cluster][]string{}
+	for _, t := range keep {
+		out[t.Cluster] = append(out[t.Cluster], t.Namespace)
+	}
+	for _, nss := range out {
+		if !slices.IsSorted(nss) {
+			slices.Sort(nss)
+		}
+	}
+	return out
+}
+
 // deleteUntargeted releases our mirrors of ref except those named name
 // ("" is the source's name) in the targets of keep: deleted, or made plain
 // objects where their markers say so for why (desired.Kept). A mirror of
@@ -575,18 +609,13 @@ func (r *Reconciler) deleteUntargeted(ctx context.Context, key Key, ref string, 
 	if covered == nil {
 		covered, _ = r.mirrorClusters(key.Cluster)
 	}
-	// A set, not slices.Contains: every mirror of a source is looked up,
-	// which would be quadratic in the namespaces.
-	kept := make(map[Target]struct{}, len(keep))
-	for _, t := range keep {
-		kept[t] = struct{}{}
-	}
+	kept := keptNamespaces(keep)
 	for _, mc := range covered {
 		if synced, _ := mc.KindSynced(key.GVK); !synced {
 			continue
 		}
 		for _, m := range mc.MirrorsOf(key.GVK, ref) {
-			_, targeted := kept[Target{Cluster: mc, Namespace: m.GetNamespace()}]
+			_, targeted := slices.BinarySearch(kept[mc], m.GetNamespace())
 			if !desired.NamedAsBuilt(m.GetName(), m.GetAnnotations()) || (m.GetName() == cmp.Or(name, key.Name) && targeted) {
 				continue
 			}
@@ -631,15 +660,29 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		joinLimited(plan.Elsewhere), key.Cluster)
 	if via != nil {
 		r.servedOutcome(c, key, via, plan, sum, "")
-	} else if !r.readOnly(c) {
-		var part *string
-		if r.opts.WriteStatus && plan.Pending == 0 {
-			part = &line
-		}
+		return r.settle(plan, sum)
+	}
+	if r.readOnly(c) {
+		return r.settle(plan, sum)
+	}
+	var part *string
+	if r.opts.WriteStatus && plan.Pending == 0 {
+		part = &line
+	}
+	// The source's record is written while the worker goes on to the next
+	// source (Result.then): a namespace event reconciles every source,
+	// whose mirrors should not wait for the status writes of the others.
+	return Result{then: func(ctx context.Context) (Result, error) {
 		if _, err := r.patchSourceRecord(ctx, c, key, meta, part, copied); err != nil {
 			return Result{}, ignoreNotFound(err)
 		}
-	}
+		return r.settle(plan, sum)
+	}}, nil
+}
+
+// settle is what a reconcile that came to plan and sum returns once its
+// writes are done.
+func (r *Reconciler) settle(plan Plan, sum summary) (Result, error) {
 	if err := sum.err(); err != nil {
 		return Result{}, err
 	}

@@ -56,7 +56,7 @@ func (r *Reconciler) plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 	if remote {
 		snap = r.remoteSnapshot(src.GroupVersionKind(), req)
 	} else {
-		snap.Clusters = []targets.Cluster{{Name: c.Name(), State: targets.Ready, KindSynced: true, Namespaces: Namespaces(c)}}
+		snap.Clusters = []targets.Cluster{{Name: c.Name(), State: targets.Ready, KindSynced: true, Namespaces: r.namespaces(c)}}
 	}
 	out := targets.Plan(req, targets.Source{Cluster: c.Name(), Namespace: src.GetNamespace()}, snap, r.opts.Policy, targets.Scope{
 		Remote: remote, AllowedSourceClusters: r.opts.AllowedSourceClusters, AllowedSourceNamespaces: r.opts.AllowedSourceNamespaces,
@@ -112,7 +112,7 @@ func (r *Reconciler) remoteSnapshot(gvk schema.GroupVersionKind, req annotations
 		named := slices.ContainsFunc(req.Remote, func(t annotations.RemoteTarget) bool { return t.Cluster.Match(tc.Name) })
 		selected := nsSel != nil && req.ClusterSelector.Matches(labels.Set(tc.Labels))
 		if tc.State == targets.Ready && tc.KindSynced && (named || selected) {
-			tc.Namespaces = Namespaces(m.Cluster)
+			tc.Namespaces = r.namespaces(m.Cluster)
 		}
 		snap.Clusters = append(snap.Clusters, tc)
 	}
@@ -173,12 +173,38 @@ type discard struct{}
 
 func (discard) Eventf(runtime.Object, string, string, string, ...any) {}
 
-// Namespaces lists the cached namespaces of c for target resolution.
+// Namespaces lists the cached namespaces of c for target resolution,
+// sorted by name.
 func Namespaces(c *clusters.Cluster) []targets.Namespace {
 	cached := c.Namespaces()
 	out := make([]targets.Namespace, 0, len(cached))
 	for _, ns := range cached {
 		out = append(out, targets.Namespace{Name: ns.Name, Labels: ns.Labels, Terminating: ns.DeletionTimestamp != nil})
 	}
+	slices.SortFunc(out, func(a, b targets.Namespace) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// namespaces is a snapshot of Namespaces(c), read by every reconcile until
+// c's namespaces change: a namespace event reconciles every source, each
+// over every namespace, and would otherwise copy and sort them each time.
+// Shared: never modify it.
+type namespaces struct {
+	cluster *clusters.Cluster
+	gen     uint64
+	list    []targets.Namespace
+}
+
+// namespaces returns the snapshot of c's namespaces, made again when they
+// changed since (the generation is read before the cache is).
+func (r *Reconciler) namespaces(c *clusters.Cluster) []targets.Namespace {
+	gen := c.NamespacesGeneration()
+	if v, ok := r.snapshots.Load(c.Name()); ok {
+		if s := v.(*namespaces); s.cluster == c && s.gen == gen {
+			return s.list
+		}
+	}
+	s := &namespaces{cluster: c, gen: gen, list: Namespaces(c)}
+	r.snapshots.Store(c.Name(), s)
+	return s.list
 }

@@ -504,6 +504,12 @@ func TestPlanUnsortedFleet(t *testing.T) {
 	want := Plan(req, src, hubFleet(), policy, scope)
 	reversed := hubFleet()
 	slices.Reverse(reversed.Clusters)
+	// And the namespaces of each: the agents pass them sorted, the plugin
+	// and others in any order.
+	for i := range reversed.Clusters {
+		slices.Reverse(reversed.Clusters[i].Namespaces)
+	}
+	firstNS := reversed.Clusters[0].Namespaces[0].Name
 	got := Plan(req, src, reversed, policy, scope)
 	if g, w := render(got), render(want); g != w {
 		t.Errorf("reversed fleet:\n%s\nsorted fleet:\n%s", g, w)
@@ -513,6 +519,9 @@ func TestPlanUnsortedFleet(t *testing.T) {
 	}
 	if reversed.Clusters[0].Name != "west" {
 		t.Errorf("Plan reordered the caller's fleet: first cluster is %s", reversed.Clusters[0].Name)
+	}
+	if got := reversed.Clusters[0].Namespaces[0].Name; got != firstNS {
+		t.Errorf("Plan reordered the caller's namespaces: first is %s, was %s", got, firstNS)
 	}
 }
 

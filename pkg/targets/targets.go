@@ -2,6 +2,7 @@ package targets
 
 import (
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -85,41 +86,49 @@ func Resolve(patterns []annotations.Pattern, sourceNamespace string, namespaces 
 // too, with the namespaces sel selects (nil: none) as targets beside the
 // patterns'. rec, when not nil, records a Decision for every candidate
 // dropped.
+//
+// It runs for every source on every namespace event, over every namespace
+// of the cluster: the chosen ones are marked by position in the namespaces
+// sorted by name (the agents pass them sorted; any other order is sorted
+// here), so that it builds no map and the result needs no sort.
 func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, sourceNamespace string, policy Policy, limit int, rec *recorder) Result {
 	var res Result
-	namespaces := c.Namespaces
-	byName := make(map[string]*Namespace, len(namespaces))
-	for i := range namespaces {
-		byName[namespaces[i].Name] = &namespaces[i]
+	namespaces := sortedByName(c.Namespaces)
+	find := func(name string) (*Namespace, int) {
+		i, ok := slices.BinarySearchFunc(namespaces, name, func(ns Namespace, name string) int { return strings.Compare(ns.Name, name) })
+		if !ok {
+			return nil, -1
+		}
+		return &namespaces[i], i
 	}
 	allows := func(name string) bool { return policy.Allows(name) && !c.Excluded.Match(name) }
-	chosen := map[string]bool{}
+	chosen := make([]bool, len(namespaces))
 	for _, p := range patterns {
 		if p.Kind == annotations.Name {
-			ns, ok := byName[p.Raw]
+			ns, i := find(p.Raw)
 			switch {
 			case p.Raw == sourceNamespace:
 				rec.sourceNamespace(c.Name, p.Raw)
-			case !allows(p.Raw) || ok && optedOut(ns):
+			case !allows(p.Raw) || ns != nil && optedOut(ns):
 				res.Refused = append(res.Refused, p.Raw)
 				rec.refused(c, policy, p.Raw)
-			case !ok || ns.Terminating:
+			case ns == nil || ns.Terminating:
 				res.Missing = append(res.Missing, p.Raw)
-				rec.missing(c.Name, p.Raw, ok)
+				rec.missing(c.Name, p.Raw, ns != nil)
 			default:
-				chosen[p.Raw] = true
+				chosen[i] = true
 			}
 			continue
 		}
 		for i := range namespaces {
 			ns := &namespaces[i]
-			if ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !allows(ns.Name) || !p.Match(ns.Name) {
+			if chosen[i] || ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !p.Match(ns.Name) || !allows(ns.Name) {
 				continue
 			}
 			if p.Kind == annotations.AllLabeled && ns.Labels[annotations.LabelAllowMirrors] != "true" {
 				continue
 			}
-			chosen[ns.Name] = true
+			chosen[i] = true
 		}
 	}
 	// A namespace labelled to match the selector is chosen as deliberately
@@ -127,7 +136,7 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 	// that it exists by definition, so a terminating one is not Missing.
 	for i := range namespaces {
 		ns := &namespaces[i]
-		if sel == nil || chosen[ns.Name] || !sel.Matches(labels.Set(ns.Labels)) {
+		if sel == nil || chosen[i] || !sel.Matches(labels.Set(ns.Labels)) {
 			continue
 		}
 		switch {
@@ -139,13 +148,14 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 		case ns.Terminating:
 			rec.missing(c.Name, ns.Name, true)
 		default:
-			chosen[ns.Name] = true
+			chosen[i] = true
 		}
 	}
-	for name := range chosen {
-		res.Namespaces = append(res.Namespaces, name)
+	for i, ok := range chosen {
+		if ok {
+			res.Namespaces = append(res.Namespaces, namespaces[i].Name)
+		}
 	}
-	slices.Sort(res.Namespaces)
 	slices.Sort(res.Refused)
 	slices.Sort(res.Missing)
 	res.Refused = slices.Compact(res.Refused)
@@ -158,9 +168,27 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 		}
 	}
 	if rec.explaining() && (len(patterns) > 0 || sel != nil) {
-		rec.unchosen(c, patterns, sel, sourceNamespace, policy, chosen)
+		byName := make(map[string]bool, len(res.Namespaces)+len(res.Skipped))
+		for i, ok := range chosen {
+			if ok {
+				byName[namespaces[i].Name] = true
+			}
+		}
+		rec.unchosen(c, patterns, sel, sourceNamespace, policy, byName)
 	}
 	return res
+}
+
+// sortedByName returns namespaces sorted by name: namespaces itself when
+// it is (the agents' snapshots are), else a sorted copy.
+func sortedByName(namespaces []Namespace) []Namespace {
+	byName := func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) }
+	if slices.IsSortedFunc(namespaces, byName) {
+		return namespaces
+	}
+	out := slices.Clone(namespaces)
+	slices.SortFunc(out, byName)
+	return out
 }
 
 func optedOut(ns *Namespace) bool {
