@@ -43,7 +43,7 @@ var knownKeys = append(slices.Clone(sourceKeys),
 	annotations.AnnotationContentHash,
 	annotations.AnnotationReleasedFrom,
 	annotations.AnnotationReleasedFromUID,
-	annotations.LabelClusterName,
+	annotations.LabelClusterName, annotations.LabelReceiveOnly,
 )
 
 // UnknownKeys returns the keys of m with our prefix that fleetmirror does
