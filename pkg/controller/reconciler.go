@@ -660,10 +660,10 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		joinLimited(plan.Elsewhere), key.Cluster)
 	if via != nil {
 		r.servedOutcome(c, key, via, plan, sum, "")
-		return r.settle(plan, sum)
+		return r.resultOf(plan, sum)
 	}
 	if r.readOnly(c) {
-		return r.settle(plan, sum)
+		return r.resultOf(plan, sum)
 	}
 	var part *string
 	if r.opts.WriteStatus && plan.Pending == 0 {
@@ -676,13 +676,13 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		if _, err := r.patchSourceRecord(ctx, c, key, meta, part, copied); err != nil {
 			return Result{}, ignoreNotFound(err)
 		}
-		return r.settle(plan, sum)
+		return r.resultOf(plan, sum)
 	}}, nil
 }
 
-// settle is what a reconcile that came to plan and sum returns once its
+// resultOf is what a reconcile that came to plan and sum returns once its
 // writes are done.
-func (r *Reconciler) settle(plan Plan, sum summary) (Result, error) {
+func (r *Reconciler) resultOf(plan Plan, sum summary) (Result, error) {
 	if err := sum.err(); err != nil {
 		return Result{}, err
 	}
