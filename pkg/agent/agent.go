@@ -85,17 +85,18 @@ func Run(ctx context.Context, o Options, w Writer) error {
 		return err
 	}
 	f := fleet.New(fleet.Options{
-		Provider:      provider,
-		ManagedBy:     w.Identity.ManagedBy,
-		FieldManager:  w.Identity.FieldManager,
-		Finalizer:     w.Identity.Finalizer,
-		Resync:        o.ResyncPeriod,
-		ProbeInterval: w.ProbeInterval,
-		ProbeTimeout:  w.ProbeTimeout,
-		Limit:         o.Limited,
-		Kinds:         o.kindOptions(w),
-		Metrics:       w.Metrics,
-		Identities:    w.Identities,
+		Provider:         provider,
+		ManagedBy:        w.Identity.ManagedBy,
+		FieldManager:     w.Identity.FieldManager,
+		Finalizer:        w.Identity.Finalizer,
+		Resync:           o.ResyncPeriod,
+		ProbeInterval:    w.ProbeInterval,
+		ProbeTimeout:     w.ProbeTimeout,
+		Limit:            o.Limited,
+		MaxCallsInFlight: o.MaxCallsInFlight,
+		Kinds:            o.kindOptions(w),
+		Metrics:          w.Metrics,
+		Identities:       w.Identities,
 	})
 	co := controller.Options{
 		Name:                        w.Name,

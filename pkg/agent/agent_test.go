@@ -125,6 +125,8 @@ func TestFlagValues(t *testing.T) {
 		{[]string{"--workers=1"}, ""},
 		{[]string{"--write-parallelism=0"}, "--write-parallelism must be at least 1, got 0"},
 		{[]string{"--max-targets=0"}, "--max-targets must be at least 1, got 0"},
+		{[]string{"--cluster-max-in-flight=-1"}, "--cluster-max-in-flight must not be negative (0: no bound), got -1"},
+		{[]string{"--cluster-max-in-flight=0"}, ""},
 		{[]string{"--kube-api-qps=10", "--kube-api-burst=0"}, "--kube-api-burst must be at least 1 when --kube-api-qps is set, got 0"},
 		{[]string{"--kube-api-qps=0", "--kube-api-burst=0"}, ""},
 		{[]string{"--kube-api-qps=10", "--kube-api-burst=1"}, ""},

@@ -52,6 +52,9 @@ type Access struct {
 	Burst int
 	// CallTimeout is the deadline of every call the pipeline makes.
 	CallTimeout time.Duration
+	// MaxCallsInFlight bounds the pipeline's calls in flight to one
+	// cluster; zero bounds nothing.
+	MaxCallsInFlight int
 }
 
 // Pipeline is how sources are turned into mirrors.
@@ -164,9 +167,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet, b Binary) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, ~/.kube/config or the in-cluster service account.")
 	fs.StringVar(&o.ClusterName, "cluster-name", b.Cluster, "Name of this cluster in source references (fleetmirror.io/source = cluster/namespace/name); it must be the name the hub knows the cluster by.")
 	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the agent runs in (default $POD_NAMESPACE); it is excluded from targets.")
-	fs.Float64Var(&o.QPS, "kube-api-qps", -1, "Client-side limit of API requests per second, per cluster; 0 or less: none, as the API server protects itself with API Priority and Fairness and --workers x --write-parallelism bounds the requests in flight. Set it for API servers without Priority and Fairness.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", -1, "Client-side limit of API requests per second, per cluster; 0 or less: none, as the API server protects itself with API Priority and Fairness and --cluster-max-in-flight bounds the requests in flight. Set it for API servers without Priority and Fairness.")
 	fs.IntVar(&o.Burst, "kube-api-burst", 2000, "Client-side burst of API requests, per cluster, when --kube-api-qps is set.")
 	fs.DurationVar(&o.CallTimeout, "api-call-timeout", 30*time.Second, "Deadline of every write and read the pipeline sends to a cluster.")
+	fs.IntVar(&o.MaxCallsInFlight, "cluster-max-in-flight", 64, "Most writes and reads of the pipeline in flight to one cluster at once, however many --workers write to it; a call waits for a free slot within --api-call-timeout. The default is what --workers x --write-parallelism allows at their defaults: raise --workers to serve more clusters side by side without asking more of each. 0: no bound.")
 	// Kinds.
 	fs.StringVar(&o.raw.types, "resource-types", "", "Comma-separated kinds to mirror, as Kind.version[.group], e.g. Secret.v1,ConfigMap.v1,Ingress.v1.networking.k8s.io. Empty: every namespaced kind that supports get/list/watch/create/update/patch/delete, minus the deny list, discovered again every --discovery-interval.")
 	fs.StringVar(&o.raw.deny, "deny-kinds", "", "Comma-separated extra kinds never discovered, as Kind[.group] (added to the built-in deny list of Pods, Events, Endpoints, Leases, RBAC and the like).")
@@ -303,6 +307,9 @@ func (o *Options) checkValues() error {
 		if n.v < 1 {
 			return fmt.Errorf("--%s must be at least 1, got %d", n.flag, n.v)
 		}
+	}
+	if o.MaxCallsInFlight < 0 {
+		return fmt.Errorf("--cluster-max-in-flight must not be negative (0: no bound), got %d", o.MaxCallsInFlight)
 	}
 	if o.QPS > 0 && o.Burst < 1 {
 		return fmt.Errorf("--kube-api-burst must be at least 1 when --kube-api-qps is set, got %d", o.Burst)

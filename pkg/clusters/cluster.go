@@ -76,6 +76,10 @@ type Options struct {
 	// a connection of its own). It costs one connection and its reader
 	// goroutine.
 	WatchConnection bool
+	// MaxCallsInFlight bounds the calls made with CallContext that are in
+	// flight to the cluster at once, across every worker; zero bounds
+	// nothing. A call waits for a slot within its own deadline.
+	MaxCallsInFlight int
 }
 
 // Cluster is one API server with the watches kept on it.
@@ -106,6 +110,9 @@ type Cluster struct {
 	throttle *throttle
 	// inFlight counts the calls made with CallContext not returned yet.
 	inFlight prometheus.Gauge
+	// slots holds a token per call in flight when Options.MaxCallsInFlight
+	// bounds them; nil otherwise.
+	slots chan struct{}
 
 	mu    sync.Mutex
 	kinds map[schema.GroupVersionKind]*kindWatch
@@ -291,6 +298,9 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		selected:  map[string]*policyWatch{},
 		health:    newHealth(),
 		inFlight:  metrics.CallsInFlight.WithLabelValues(opts.Name),
+	}
+	if opts.MaxCallsInFlight > 0 {
+		c.slots = make(chan struct{}, opts.MaxCallsInFlight)
 	}
 	c.namespaces = c.followHealth(newWatch(c.watchSource(namespacesGVR, labels.Everything(), true), "namespaces", opts.Resync, nil, stripMetadata))
 	c.namespaces.setHandler(func(obj any, _ bool) {

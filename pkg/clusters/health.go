@@ -201,6 +201,11 @@ func (c *Cluster) Unreachable() *ErrUnreachable {
 // which. When the call is still running after the cluster's SlowCall delay,
 // SlowCall is called, so that the cluster's health is checked now rather
 // than at the next probe. Call the returned function when the call is done.
+//
+// With Options.MaxCallsInFlight, the call first waits for one of the
+// cluster's slots, within its deadline: a cluster that answers slowly gets
+// at most that many calls at once however many workers write to it, and a
+// call that found no slot in time fails as a call that timed out would.
 func (c *Cluster) CallContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	c.health.mu.Lock()
 	abort, down := c.health.abort, c.health.down
@@ -210,25 +215,40 @@ func (c *Cluster) CallContext(ctx context.Context, timeout time.Duration) (conte
 		cancel(down)
 		return callCtx, func() {}
 	}
-	c.inFlight.Inc()
 	stopAbort := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })
 	timed, cancelTimeout := context.Context(callCtx), context.CancelFunc(func() {})
 	if timeout > 0 {
 		timed, cancelTimeout = context.WithTimeout(callCtx, timeout)
 	}
+	end := func() {
+		stopAbort()
+		cancelTimeout()
+		cancel(context.Canceled)
+	}
+	if c.slots != nil {
+		select {
+		case c.slots <- struct{}{}:
+		case <-timed.Done():
+			return timed, end
+		}
+	}
+	c.inFlight.Inc()
 	var slow *time.Timer
 	if c.opts.SlowCall != nil && c.opts.SlowCallAfter > 0 {
 		slow = time.AfterFunc(c.opts.SlowCallAfter, c.opts.SlowCall)
 	}
 	var once sync.Once
 	return timed, func() {
-		once.Do(c.inFlight.Dec)
-		if slow != nil {
-			slow.Stop()
-		}
-		stopAbort()
-		cancelTimeout()
-		cancel(context.Canceled)
+		once.Do(func() {
+			c.inFlight.Dec()
+			if c.slots != nil {
+				<-c.slots
+			}
+			if slow != nil {
+				slow.Stop()
+			}
+			end()
+		})
 	}
 }
 

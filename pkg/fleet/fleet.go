@@ -49,6 +49,9 @@ type Options struct {
 	// Limit returns the REST config the fleet uses for a cluster's config
 	// (client-side rate limits); nil uses the config as it is.
 	Limit func(*rest.Config) *rest.Config
+	// MaxCallsInFlight bounds the pipeline's calls in flight to each
+	// cluster (clusters.Options); zero bounds nothing.
+	MaxCallsInFlight int
 	// Kinds say which kinds are watched; ManagedBy and Synced are the
 	// fleet's.
 	Kinds clusters.KindOptions
@@ -420,7 +423,8 @@ func (f *Fleet) connect(engaged context.Context, s Spec) (*connection, error) {
 		// A registered cluster of a hub takes its share of the fleet's
 		// writes, and keeps to one connection: on a hub, what a cluster
 		// costs counts more.
-		WatchConnection: s.Local})
+		WatchConnection:  s.Local,
+		MaxCallsInFlight: f.opts.MaxCallsInFlight})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -31,6 +32,13 @@ type RecordingProxy struct {
 	server *httptest.Server
 	// watches are the watches open through the proxy now, by request.
 	watches sync.Map // *http.Request -> its URI
+
+	mu sync.Mutex
+	// writeDelay holds every write (SlowWrites) before it is forwarded;
+	// writing counts the writes held or forwarded and not answered yet,
+	// mostWriting the most there were at once.
+	writeDelay           time.Duration
+	writing, mostWriting int
 }
 
 // NewRecordingProxy starts a proxy in front of c; Close stops it.
@@ -57,9 +65,48 @@ func NewRecordingProxy(c *Cluster) (*RecordingProxy, error) {
 			p.watches.Store(r, r.URL.RequestURI())
 			defer p.watches.Delete(r)
 		}
+		if r.Method != http.MethodGet {
+			defer p.write()()
+		}
 		proxy.ServeHTTP(w, r)
 	}))
 	return p, nil
+}
+
+// SlowWrites holds every later write (a request other than GET) for d
+// before forwarding it, as an API server that answers writes slowly would;
+// 0 forwards them at once again.
+func (p *RecordingProxy) SlowWrites(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writeDelay = d
+}
+
+// MostWritesInFlight returns the most writes the proxy held or forwarded
+// at once without having answered them yet.
+func (p *RecordingProxy) MostWritesInFlight() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mostWriting
+}
+
+// write counts one write in flight and holds it for the SlowWrites delay;
+// call what it returns once the write is answered.
+func (p *RecordingProxy) write() (answered func()) {
+	p.mu.Lock()
+	p.writing++
+	p.mostWriting = max(p.mostWriting, p.writing)
+	delay := p.writeDelay
+	p.mu.Unlock()
+	if delay > 0 {
+		// The latency of a slow API server, not a wait for a condition.
+		time.Sleep(delay)
+	}
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.writing--
+	}
 }
 
 // OpenWatches returns the watches open through the proxy now, sorted: those

@@ -58,6 +58,8 @@ var sharedFlags = []flagValue{
 	{flag: "strip-keys", value: "config.stripKeys", set: []any{"example.com/*", "meta.helm.sh/*"}, want: "example.com/*,meta.helm.sh/*"},
 	{flag: "workers", value: "config.workers", set: 8, want: "8"},
 	{flag: "write-parallelism", value: "config.writeParallelism", set: 3, want: "3"},
+	// 0 is a value (no bound), not the absence of one.
+	{flag: "cluster-max-in-flight", value: "config.clusterMaxInFlight", set: 0, want: "0"},
 	{flag: "kube-api-qps", value: "config.kubeAPIQPS", set: 50.5, want: "50.5"},
 	// A large integer must not come out in exponent form (1e+06).
 	{flag: "kube-api-burst", value: "config.kubeAPIBurst", set: 1000000, want: "1000000"},
