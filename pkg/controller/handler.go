@@ -97,25 +97,30 @@ func (e *eventSource) Mirror(cluster string, gvk schema.GroupVersionKind, obj *c
 		e.reconciler.Applier.Seen(cluster, gvk, obj)
 	}
 	if !deleted && obj.GetDeletionTimestamp() == nil &&
-		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] && e.sourceCached(gvk, obj) {
-		return
+		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] {
+		// A cluster that left, or a reference that cannot be read: Left
+		// and the sweeps look at these.
+		if cached, inFleet := e.sourceCached(gvk, obj); cached || !inFleet {
+			return
+		}
 	}
 	e.enqueueSourceOf(gvk, obj, asChange)
 }
 
 // sourceCached reports whether the source of mirror m is in its cluster's
-// caches (or its reference cannot be read: nothing to look at).
-func (e *eventSource) sourceCached(gvk schema.GroupVersionKind, m *clusters.Mirror) bool {
+// caches, and whether that cluster is in the fleet (false too when the
+// reference cannot be read).
+func (e *eventSource) sourceCached(gvk schema.GroupVersionKind, m *clusters.Mirror) (cached, inFleet bool) {
 	cluster, ns, name, ok := ParseSourceRef(m.GetAnnotations()[annotations.AnnotationSource])
 	if !ok {
-		return true
+		return false, false
 	}
 	c := e.fleet.Cluster(cluster)
 	if c == nil {
-		return true // a cluster that left: Left and the sweeps look at these
+		return false, false
 	}
-	_, cached := c.Source(gvk, ns, name)
-	return cached
+	_, cached = c.Source(gvk, ns, name)
+	return cached, true
 }
 
 func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters.Mirror, sweep bool) {
@@ -152,9 +157,7 @@ func (e *eventSource) KindSynced(c *clusters.Cluster, gvk schema.GroupVersionKin
 			e.enqueueKind(other, gvk, asSweep)
 		}
 	}
-	for _, m := range c.AllMirrors(gvk) {
-		e.enqueueSourceOf(gvk, m, asSweep)
-	}
+	e.enqueueOrphanCandidates(c, gvk)
 }
 
 // Down enqueues every source of every cluster: a target cluster became
@@ -296,7 +299,20 @@ func (e *eventSource) sweep(c *clusters.Cluster) {
 			continue
 		}
 		e.enqueueKind(c, gvk, asSweep)
-		for _, m := range c.AllMirrors(gvk) {
+		e.enqueueOrphanCandidates(c, gvk)
+	}
+}
+
+// enqueueOrphanCandidates enqueues the source of every mirror of kind gvk
+// in c that is not cached in its cluster: deleted while the agent was
+// down, say, so that its mirrors are released. The sources that are cached
+// are swept with their own cluster's sources, or will be when their kind
+// has synced there; enqueued again per mirror, a source that a worker had
+// already taken was reconciled once more, which made a starting agent
+// reconcile most of its sources twice.
+func (e *eventSource) enqueueOrphanCandidates(c *clusters.Cluster, gvk schema.GroupVersionKind) {
+	for _, m := range c.AllMirrors(gvk) {
+		if cached, _ := e.sourceCached(gvk, m); !cached {
 			e.enqueueSourceOf(gvk, m, asSweep)
 		}
 	}

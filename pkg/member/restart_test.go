@@ -1,16 +1,23 @@
 package member_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
 
 // Items 7 and 5: changes made while the agent was down are found after a
@@ -207,4 +214,56 @@ func TestRestartWritesNothing(t *testing.T) {
 
 func lastSegment(path string) string {
 	return path[strings.LastIndex(path, "/")+1:]
+}
+
+// A restarted agent reconciles each source once. Its sweep also looks at
+// the source of every mirror, for mirrors whose source went while it was
+// down; it used to enqueue the source of each mirror, so that a source a
+// worker had taken already was queued and reconciled again (most sources
+// of the member benchmark were, at each restart). Counted with the sync
+// operations of a kind only this test mirrors: each of its mirrors is
+// found unchanged once per reconcile of its source.
+func TestRestartReconcilesEachSourceOnce(t *testing.T) {
+	const sources, targets = 6, 60
+	g := NewWithT(t)
+	ctx := context.Background()
+	withAgent(t, "--resource-types=LimitRange.v1")
+	suffixes := []string{"src"}
+	for i := range targets {
+		suffixes = append(suffixes, fmt.Sprintf("t%02d", i))
+	}
+	ns := namespaces(t, "once", nil, suffixes...)
+	glob := strings.TrimSuffix(ns[1], "t00") + "t*"
+	var ranges []*corev1.LimitRange
+	for i := range sources {
+		lr := &corev1.LimitRange{ObjectMeta: fleettest.SourceMeta(ns[0], fmt.Sprintf("limits-%d", i), glob),
+			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+				Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+			}}}}
+		create(t, lr)
+		ranges = append(ranges, lr)
+	}
+	for _, lr := range ranges {
+		g.Eventually(status(lr), timeout, poll).Should(Equal(fmt.Sprintf("%d/%d namespaces synced", targets, targets)))
+	}
+	unchanged := metrics.SyncOperations.WithLabelValues("LimitRange", clusterName, "unchanged")
+	before := testutil.ToFloat64(unchanged)
+
+	pastLogs = append(pastLogs, agent.requests)
+	agent.stop()
+	agent = startAgent("--resource-types=LimitRange.v1")
+
+	once := before + sources*targets
+	g.Eventually(func() float64 { return testutil.ToFloat64(unchanged) }, timeout, poll).Should(BeNumerically(">=", once))
+	g.Consistently(func() float64 { return testutil.ToFloat64(unchanged) }, 2*time.Second, poll).Should(Equal(once),
+		"mirrors found unchanged after the restart: one reconcile of each source finds %d", sources*targets)
+
+	for _, lr := range ranges {
+		g.Expect(k8s.Delete(ctx, lr)).To(Succeed())
+	}
+	for _, n := range ns[1:] {
+		for _, lr := range ranges {
+			eventuallyGone(t, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: lr.Name}})
+		}
+	}
 }
