@@ -77,6 +77,8 @@ type kcpServer struct {
 	done  chan struct{} // closed once the process has exited
 	err   error
 	names []string // the logical clusters the bench created in it
+	// pprofAddr is --profiler-address (-pprof), else empty.
+	pprofAddr string
 }
 
 // kcpFleet are the kcp processes of a run, the member clusters spread
@@ -92,6 +94,10 @@ type kcpInfo struct {
 	Version   string `json:"version"`
 	Processes int    `json:"processes"`
 	Clusters  int    `json:"clusters"`
+	// Args are the extra flags of every process (-kcp-args), Env its
+	// extra environment (-kcp-env).
+	Args []string `json:"args,omitempty"`
+	Env  []string `json:"env,omitempty"`
 	// StartSeconds is from starting the processes until every one was
 	// ready; CreateSeconds the creation of the logical clusters (one
 	// kube-system Namespace each) after that.
@@ -104,6 +110,17 @@ type kcpInfo struct {
 	// Bench is the bench's own process at the end: its clients and its
 	// tracker's wildcard watches, two per kcp process.
 	Bench usage `json:"bench"`
+	// WatchesBefore and WatchesSplit are the watches open in all kcp
+	// processes (apiserver_longrunning_requests, WATCH), by resource,
+	// before the hub started and once its replicas were idle after the
+	// split: the difference is the hub's.
+	WatchesBefore map[string]float64 `json:"watchesBefore,omitempty"`
+	WatchesSplit  map[string]float64 `json:"watchesSplit,omitempty"`
+	// Floor is kcp's own cost of one write per cluster, before any hub.
+	Floor *kcpFloor `json:"floor,omitempty"`
+	// Throttled are the requests kcp answered 429 (Too Many Requests) in
+	// the whole run, every process, by "VERB resource".
+	Throttled counts `json:"throttled"`
 }
 
 // kcpBinary returns the kcp binary hack/kcp.sh prints (KCP_BIN, or a
@@ -121,11 +138,11 @@ func kcpBinary(ctx context.Context, root string) (string, error) {
 // startKCP starts n kcp processes at once, each in a directory under dir
 // with its log in logDir, and returns when every one is ready. On error,
 // whatever started is stopped.
-func startKCP(bin, dir, logDir, label string, n int) (*kcpFleet, error) {
+func startKCP(bin, dir, logDir, label string, n int, pprof bool, extra, env []string) (*kcpFleet, error) {
 	if n < 1 {
 		return nil, errors.New("-kcp-processes must be at least 1")
 	}
-	k := &kcpFleet{info: &kcpInfo{Binary: bin, Processes: n}}
+	k := &kcpFleet{info: &kcpInfo{Binary: bin, Processes: n, Args: extra, Env: env}}
 	if out, err := exec.Command(bin, "--version").Output(); err == nil { //nolint:gosec // the binary hack/kcp.sh printed
 		k.info.Version = strings.TrimSpace(string(out))
 	}
@@ -135,7 +152,14 @@ func startKCP(bin, dir, logDir, label string, n int) (*kcpFleet, error) {
 	for i := range n {
 		s := &kcpServer{index: i, dir: filepath.Join(dir, fmt.Sprintf("kcp-%d", i)), logPath: filepath.Join(logDir, fmt.Sprintf("%s-kcp-%d.log", label, i))}
 		k.servers = append(k.servers, s)
-		wg.Go(func() { errs[i] = s.start(bin) })
+		if pprof {
+			addr, err := fleettest.FreeAddr()
+			if err != nil {
+				return nil, errors.Join(err, k.stop())
+			}
+			s.pprofAddr = addr
+		}
+		wg.Go(func() { errs[i] = s.start(bin, extra, env) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -150,11 +174,16 @@ func startKCP(bin, dir, logDir, label string, n int) (*kcpFleet, error) {
 // bench's clients of each.
 func (b *bench) startKCPMembers(members int) error {
 	progress("%s: starting %d kcp processes for %d member clusters", b.workload, b.opts.kcpProcesses, members)
-	k, err := startKCP(b.opts.kcpBin, filepath.Join(b.work, "kcp"), filepath.Join(b.opts.out, "logs"), b.label, b.opts.kcpProcesses)
+	k, err := startKCP(b.opts.kcpBin, filepath.Join(b.work, "kcp"), filepath.Join(b.opts.out, "logs"), b.label, b.opts.kcpProcesses, b.opts.pprof, strings.Fields(b.opts.kcpArgs), strings.Fields(b.opts.kcpEnv))
 	if err != nil {
 		return err
 	}
 	b.kcp = k
+	for _, s := range k.servers {
+		if s.pprofAddr != "" {
+			progress("%s: kcp %d's pprof at http://%s/debug/pprof/", b.workload, s.index, s.pprofAddr)
+		}
+	}
 	progress("%s: kcp ready after %.1fs; creating %d logical clusters", b.workload, k.info.StartSeconds, members)
 	names := make([]string, members)
 	for i := range names {
@@ -179,7 +208,7 @@ func (b *bench) startKCPMembers(members int) error {
 
 // start starts the process, bound to loopback only, and waits until it
 // answers /readyz.
-func (s *kcpServer) start(bin string) error {
+func (s *kcpServer) start(bin string, extra, env []string) error {
 	var ports [3]string
 	for i := range ports {
 		addr, err := fleettest.FreeAddr()
@@ -208,9 +237,14 @@ func (s *kcpServer) start(bin string) error {
 		// WorkspaceTypes).
 		"--batteries-included=admin",
 	}
-	fmt.Fprintf(logFile, "=== %s %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	if s.pprofAddr != "" {
+		args = append(args, "--profiler-address="+s.pprofAddr)
+	}
+	args = append(args, extra...)
+	fmt.Fprintf(logFile, "=== %s %s %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(env, " "), bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...) //nolint:gosec // the binary hack/kcp.sh printed, with the bench's flags
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), env...)
 	// As the agents (agent.start): a group of its own, killed should the
 	// bench die without stopping it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -307,6 +341,57 @@ func (k *kcpFleet) usage() ([]usage, error) {
 		out[i] = u
 	}
 	return out, nil
+}
+
+// watches counts the watches open in every kcp process, by resource.
+func (k *kcpFleet) watches(ctx context.Context) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, s := range k.servers {
+		fams, err := s.metrics(ctx, "apiserver_longrunning_requests")
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range fams.Series("apiserver_longrunning_requests", "verb", "WATCH") {
+			out[resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource"))] += fleettest.SampleValue(m)
+		}
+	}
+	return out, nil
+}
+
+// requests counts the requests every kcp process has served, by "VERB
+// resource", those answered with code only when code is not empty.
+func (k *kcpFleet) requests(ctx context.Context, code string) (counts, error) {
+	out := counts{}
+	for _, s := range k.servers {
+		fams, err := s.metrics(ctx, "apiserver_request_total")
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range fams.Series("apiserver_request_total") {
+			if code != "" && fleettest.Label(m, "code") != code {
+				continue
+			}
+			res := resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource"))
+			if res == "" {
+				res = nonResource
+			}
+			out[fleettest.Label(m, "verb")+" "+res] += fleettest.SampleValue(m)
+		}
+	}
+	return out, nil
+}
+
+// metrics reads the families named of the server's /metrics.
+func (s *kcpServer) metrics(ctx context.Context, names ...string) (fleettest.Families, error) {
+	cs, err := kubernetes.NewForConfig(s.base)
+	if err != nil {
+		return nil, err
+	}
+	fams, err := apiServerFamilies(ctx, cs.CoreV1().RESTClient(), names...)
+	if err != nil {
+		return nil, fmt.Errorf("kcp %d: %w", s.index, err)
+	}
+	return fams, nil
 }
 
 // cpuSeconds is the CPU every kcp process used so far.
@@ -414,7 +499,7 @@ func (t *tracker) watchWildcard(ctx context.Context, cs kubernetes.Interface, ki
 	}
 	feed := &mirrorFeed{t: t, kind: kind, keys: map[mirrorKey]bool{}, synced: make(chan struct{})}
 	ctx, cancel := context.WithCancel(ctx)
-	r := cache.NewReflectorWithOptions(lw, example, feed, cache.ReflectorOptions{Name: "bench-kcp-" + kind})
+	r := cache.NewReflectorWithOptions(listOnly{lw}, example, feed, cache.ReflectorOptions{Name: "bench-kcp-" + kind})
 	go r.RunWithContext(ctx)
 	t.stops = append(t.stops, cancel)
 	select {
@@ -424,6 +509,18 @@ func (t *tracker) watchWildcard(ctx context.Context, cs kubernetes.Interface, ki
 		return fmt.Errorf("%s mirrors not listed: %w", kind, ctx.Err())
 	}
 }
+
+// listOnly makes a reflector list, never stream its list through a watch
+// (client-go's WatchListClient, on by default since 1.35): a streamed
+// list is gathered in a store of the reflector's own, keyed by namespace
+// and name, where the mirrors of every logical cluster are one object, so
+// that each relist would hand mirrorFeed one mirror of the many and have
+// it report the others gone (249 of 250 were, after a watch ended).
+type listOnly struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells the reflector so
+// (watchlist.DoesClientNotSupportWatchListSemantics).
+func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // mirrorFeed is the store of a wildcard reflector: it hands every object
 // to the tracker under its cluster (kcpClusterAnnotation) and remembers
@@ -490,6 +587,43 @@ func (f *mirrorFeed) Replace(list []any, _ string) error {
 
 func (f *mirrorFeed) Resync() error { return nil }
 
+// kcpFloor is what one write per member cluster costs kcp with a plain
+// client and no hub: the simulator's share of every fan-out.
+type kcpFloor struct {
+	Writes  int     `json:"writes"`
+	Workers int     `json:"workers"`
+	Seconds float64 `json:"seconds"`
+	// CPUSeconds are the kcp processes' over the writes.
+	CPUSeconds float64 `json:"cpuSeconds"`
+}
+
+// floor creates a ConfigMap in the system namespace of every cluster
+// (untimed), then rewrites each once with workers writers, timed until
+// the last write returned. The ConfigMaps carry no mirror label: the
+// tracker does not see them, the hub neither.
+func (k *kcpFleet) floor(ctx context.Context, clusters []*cluster, workers int, value func() []byte) (*kcpFloor, error) {
+	cm := func(v []byte) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: "bench-floor"}, Data: map[string]string{"key-0": string(v)}}
+	}
+	if err := parallel(ctx, len(clusters), workers, func(ctx context.Context, i int) error {
+		_, err := clusters[i].cs.CoreV1().ConfigMaps(systemNS).Create(ctx, cm(value()), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	cpu0 := k.cpuSeconds()
+	start := time.Now()
+	if err := parallel(ctx, len(clusters), workers, func(ctx context.Context, i int) error {
+		_, err := clusters[i].cs.CoreV1().ConfigMaps(systemNS).Update(ctx, cm(value()), metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	f := &kcpFloor{Writes: len(clusters), Workers: workers, Seconds: time.Since(start).Seconds(), CPUSeconds: k.cpuSeconds() - cpu0}
+	k.info.Floor = f
+	return f, nil
+}
+
 // print prints kcp's rows.
 func (i *kcpInfo) print(row func(name, value, detail string)) {
 	sum := func(us []usage) (rss, anon, cpu float64) {
@@ -500,8 +634,15 @@ func (i *kcpInfo) print(row func(name, value, detail string)) {
 		}
 		return rss, anon, cpu
 	}
+	args := ""
+	if len(i.Args) > 0 {
+		args = ", flags " + strings.Join(i.Args, " ")
+	}
+	if len(i.Env) > 0 {
+		args += ", environment " + strings.Join(i.Env, " ")
+	}
 	row("kcp member clusters", fmt.Sprintf("%d", i.Clusters),
-		fmt.Sprintf("logical clusters over %d kcp processes (%s); started in %.1fs, clusters created in %.1fs", i.Processes, i.Version, i.StartSeconds, i.CreateSeconds))
+		fmt.Sprintf("logical clusters over %d kcp processes (%s%s); started in %.1fs, clusters created in %.1fs", i.Processes, i.Version, args, i.StartSeconds, i.CreateSeconds))
 	for _, u := range []struct {
 		when string
 		us   []usage
@@ -516,6 +657,27 @@ func (i *kcpInfo) print(row func(name, value, detail string)) {
 		}
 		row("  kcp RSS, "+u.when, fmt.Sprintf("%.0f MiB", rss),
 			fmt.Sprintf("all processes (anonymous %.0f MiB); each %s MiB; CPU so far %.1fs", anon, strings.Join(each, ", "), cpu))
+	}
+	if i.WatchesSplit != nil && i.Clusters > 0 {
+		var total float64
+		byRes := counts{}
+		for res, v := range i.WatchesSplit {
+			if d := v - i.WatchesBefore[res]; d != 0 {
+				byRes[res] = d / float64(i.Clusters)
+				total += d
+			}
+		}
+		row("  hub's watches per cluster", fmt.Sprintf("%.2f", total/float64(i.Clusters)),
+			fmt.Sprintf("open in kcp once the replicas are idle after the split, less those before the hub (apiserver_longrunning_requests, WATCH); by resource %s", formatPerCluster(byRes)))
+	}
+	var throttled float64
+	for _, v := range i.Throttled {
+		throttled += v
+	}
+	row("  kcp's 429 answers", fmt.Sprintf("%.0f", throttled), fmt.Sprintf("Too Many Requests, every process, the whole run: %s", formatCounts(i.Throttled)))
+	if f := i.Floor; f != nil {
+		row("  kcp write floor", fmt.Sprintf("%.3fs", f.Seconds),
+			fmt.Sprintf("%d ConfigMap updates, one per cluster, plain client, %d writers, no hub; kcp CPU %.1fs (%.1f ms a write)", f.Writes, f.Workers, f.CPUSeconds, 1000*f.CPUSeconds/float64(max(f.Writes, 1))))
 	}
 	row("  bench process", fmt.Sprintf("%.1f MiB", i.Bench.RSSMiB),
 		fmt.Sprintf("RSS at the end; CPU %.1fs over the run (clients, seeding, its tracker's %d wildcard watches)", i.Bench.CPUSeconds, 2*i.Processes))

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // kcpMirror is a mirror Secret as a wildcard watch of kcp hands it out:
@@ -65,5 +66,14 @@ func TestMirrorFeed(t *testing.T) {
 	}
 	if n := tr.count(""); n != 1 {
 		t.Errorf("%d mirrors tracked, want 1", n)
+	}
+}
+
+// TestWildcardReflectorLists: the wildcard reflectors list instead of
+// streaming their list, which would key the mirrors of every logical
+// cluster as one.
+func TestWildcardReflectorLists(t *testing.T) {
+	if !watchlist.DoesClientNotSupportWatchListSemantics(listOnly{&cache.ListWatch{}}) {
+		t.Error("listOnly lets the reflector stream its list")
 	}
 }

@@ -103,6 +103,10 @@ type options struct {
 	kcp          bool
 	kcpProcesses int
 	kcpBin       string
+	// kcpArgs are extra flags of every kcp process, kcpEnv extra
+	// environment variables.
+	kcpArgs string
+	kcpEnv  string
 	// hubFleetModes are the modes hub-fleet runs one after the other
 	// (hubFleetModes); none: one run as the other flags say.
 	hubFleetModes string
@@ -178,6 +182,8 @@ func run() int {
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart).")
 	fs.BoolVar(&o.kcp, "kcp", false, "hub-shards: run the member clusters as logical clusters of kcp, spread over -kcp-processes processes, instead of an API server each: a thousand fit on one machine (test/bench/README.md). hack/kcp.sh builds kcp v0.30.0 from its snapshot the first time (about 20 minutes); KCP_BIN names another binary.")
 	fs.IntVar(&o.kcpProcesses, "kcp-processes", 4, "hub-shards -kcp: the kcp processes the member clusters are spread over, round-robin.")
+	fs.StringVar(&o.kcpArgs, "kcp-args", "", "hub-shards -kcp: extra flags for every kcp process, space-separated (kcp start options lists them).")
+	fs.StringVar(&o.kcpEnv, "kcp-env", "", "hub-shards -kcp: environment variables (NAME=value, space-separated) for every kcp process.")
 	fs.BoolVar(&o.receiveOnly, "receive-only", false, "hub-fleet, hub-shards: register the member clusters receive-only ("+annotations.LabelReceiveOnly+"=true): the hub looks for no sources there; the mode receive-only of -hub-fleet-modes sets it.")
 	fs.BoolVar(&o.memberKinds, "member-kinds-objects", false, "hub-fleet: write into every member cluster the kinds object a member agent keeps there (no kind used: the members hold mirrors only; renewed every minute), as with member agents installed; the mode discovery of -hub-fleet-modes sets it.")
 	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")

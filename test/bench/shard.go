@@ -57,11 +57,16 @@ type fanOut struct {
 	Max     float64   `json:"max"`
 	// Wall is the whole phase; the CPU seconds are over it: the hub
 	// replicas', the member clusters' control plane (kcp processes, or API
-	// servers and etcd) and the hub cluster's, and the bench's own.
+	// servers and their etcd, the hub cluster's included), with -kcp the
+	// hub cluster's apart, and the bench's own.
 	Wall            float64 `json:"wallSeconds"`
 	HubCPU          float64 `json:"hubCPUSeconds"`
 	ControlPlaneCPU float64 `json:"controlPlaneCPUSeconds"`
+	HubClusterCPU   float64 `json:"hubClusterCPUSeconds,omitempty"`
 	BenchCPU        float64 `json:"benchCPUSeconds"`
+	// KCPRequests are the requests kcp served per update (-kcp), by
+	// "VERB resource".
+	KCPRequests counts `json:"kcpRequestsPerUpdate,omitempty"`
 }
 
 func (b *bench) runHubShards(ctx context.Context) (err error) {
@@ -91,6 +96,14 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 		if b.kcp.info.Before, err = b.kcp.usage(); err != nil {
 			return err
 		}
+		if b.kcp.info.WatchesBefore, err = b.kcp.watches(ctx); err != nil {
+			return err
+		}
+		f, err := b.kcp.floor(ctx, b.tgtC, b.opts.floorWorkers, b.value)
+		if err != nil {
+			return fmt.Errorf("kcp write floor: %w", err)
+		}
+		progress("%s: kcp write floor: %d writes in %.3fs, kcp CPU %.1fs", b.workload, f.Writes, f.Seconds, f.CPUSeconds)
 	}
 	replicas := make([]*agent, shardReplicas)
 	ids := make([]string, shardReplicas)
@@ -99,6 +112,9 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 		ids[i] = id
 		if replicas[i], err = b.makeAgent("-"+id, "--shards=auto", "--shard-id="+id, "--shard-lease-duration="+b.opts.shardLease.String()); err != nil {
 			return err
+		}
+		if replicas[i].pprofAddr != "" {
+			progress("%s: %s's pprof at http://%s/debug/pprof/", b.workload, id, replicas[i].pprofAddr)
 		}
 	}
 	defer func() {
@@ -128,6 +144,11 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 	progress("%s: every mirror written and every cluster served once after %.3fs: %v", b.workload, hs.SplitSeconds, served)
 	if hs.Split, err = b.replicaUsage(ctx, replicas, ids, served); err != nil {
 		return err
+	}
+	if b.kcp != nil {
+		if b.kcp.info.WatchesSplit, err = b.kcp.watches(ctx); err != nil {
+			return err
+		}
 	}
 	if hs.FanOut, err = b.fanOut(ctx, replicas); err != nil {
 		return err
@@ -204,26 +225,31 @@ func (b *bench) replicaUsage(ctx context.Context, replicas []*agent, ids []strin
 func (b *bench) fanOut(ctx context.Context, replicas []*agent) (*fanOut, error) {
 	f := &fanOut{Mirrors: len(b.targets)}
 	progress("%s: %d updates of one source, %d mirrors each", b.workload, b.scale.Updates, f.Mirrors)
-	cpu := func() (hub, controlPlane, bench float64) {
+	cpu := func() (hub, controlPlane, hubCluster, bench float64) {
 		for _, a := range replicas {
 			if u, err := a.usage(); err == nil {
 				hub += u.CPUSeconds
 			}
 		}
-		cs := b.clusters
 		if b.kcp != nil {
-			cs = []*cluster{b.srcC} // the members are kcp's
-			controlPlane = b.kcp.cpuSeconds()
-		}
-		if v, err := controlPlaneCPU(cs); err == nil {
-			controlPlane += v
+			controlPlane = b.kcp.cpuSeconds() // the members are kcp's
+			hubCluster, _ = controlPlaneCPU([]*cluster{b.srcC})
+		} else {
+			controlPlane, _ = controlPlaneCPU(b.clusters)
 		}
 		if u, err := procUsage(os.Getpid()); err == nil {
 			bench = u.CPUSeconds
 		}
-		return hub, controlPlane, bench
+		return hub, controlPlane, hubCluster, bench
 	}
-	hub0, cp0, bench0 := cpu()
+	var kcpBefore counts
+	if b.kcp != nil {
+		var err error
+		if kcpBefore, err = b.kcp.requests(ctx, ""); err != nil {
+			return nil, err
+		}
+	}
+	hub0, cp0, hc0, bench0 := cpu()
 	start := time.Now()
 	for i := range b.scale.Updates {
 		s := b.sources[i%len(b.sources)]
@@ -242,8 +268,20 @@ func (b *bench) fanOut(ctx context.Context, replicas []*agent) (*fanOut, error) 
 		f.Seconds = append(f.Seconds, at.Sub(t0).Seconds())
 	}
 	f.Wall = time.Since(start).Seconds()
-	hub1, cp1, bench1 := cpu()
-	f.HubCPU, f.ControlPlaneCPU, f.BenchCPU = hub1-hub0, cp1-cp0, bench1-bench0
+	hub1, cp1, hc1, bench1 := cpu()
+	f.HubCPU, f.ControlPlaneCPU, f.HubClusterCPU, f.BenchCPU = hub1-hub0, cp1-cp0, hc1-hc0, bench1-bench0
+	if b.kcp != nil && len(f.Seconds) > 0 {
+		after, err := b.kcp.requests(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		f.KCPRequests = counts{}
+		for k, v := range after {
+			if d := v - kcpBefore[k]; d != 0 {
+				f.KCPRequests[k] = d / float64(len(f.Seconds))
+			}
+		}
+	}
 	if l := summarize(f.Seconds); l.Count > 0 {
 		f.P50, f.Max = l.P50, l.Max
 	}
@@ -254,6 +292,7 @@ func (b *bench) fanOut(ctx context.Context, replicas []*agent) (*fanOut, error) 
 // kcpEnd records kcp's and the bench's own usage at the end of the run.
 func (b *bench) kcpEnd() {
 	b.kcp.info.End, _ = b.kcp.usage()
+	b.kcp.info.Throttled, _ = b.kcp.requests(context.Background(), "429")
 	b.kcp.info.Bench, _ = procUsage(os.Getpid())
 }
 
@@ -292,8 +331,16 @@ func (hs *hubShards) print(row func(name, value, detail string)) {
 	if f := hs.FanOut; f != nil {
 		row("one source to every mirror p50 / max", fmt.Sprintf("%.3fs / %.3fs", f.P50, f.Max),
 			fmt.Sprintf("%d updates of one source, each until its %d mirrors have the change, every replica up", len(f.Seconds), f.Mirrors))
-		row("  CPU meanwhile", fmt.Sprintf("%.1fs in %.1fs", f.HubCPU+f.ControlPlaneCPU+f.BenchCPU, f.Wall),
-			fmt.Sprintf("hub replicas %.1fs, control plane (members' and hub's) %.1fs, bench %.1fs", f.HubCPU, f.ControlPlaneCPU, f.BenchCPU))
+		if hs.KCP != nil {
+			row("  CPU meanwhile", fmt.Sprintf("%.1fs in %.1fs", f.HubCPU+f.ControlPlaneCPU+f.HubClusterCPU+f.BenchCPU, f.Wall),
+				fmt.Sprintf("hub replicas %.1fs, kcp %.1fs, the hub cluster's API server and etcd %.1fs, bench %.1fs", f.HubCPU, f.ControlPlaneCPU, f.HubClusterCPU, f.BenchCPU))
+		} else {
+			row("  CPU meanwhile", fmt.Sprintf("%.1fs in %.1fs", f.HubCPU+f.ControlPlaneCPU+f.BenchCPU, f.Wall),
+				fmt.Sprintf("hub replicas %.1fs, API servers and etcd (members' and hub's) %.1fs, bench %.1fs", f.HubCPU, f.ControlPlaneCPU, f.BenchCPU))
+		}
+		if f.KCPRequests != nil {
+			row("  kcp requests per update", fmt.Sprintf("%.0f", sumCounts(f.KCPRequests)), "every process, by verb and resource: "+formatPerCluster(f.KCPRequests))
+		}
 	}
 	row("takeover after a kill", fmt.Sprintf("%.3fs", hs.TakeoverSecs),
 		fmt.Sprintf("%s (%.0f clusters) killed with SIGKILL, every source changed at once, until every mirror has the change; lease duration %.0fs", hs.KilledReplica, hs.KilledServed, hs.LeaseSeconds))
@@ -311,6 +358,15 @@ func printReplicas(row func(name, value, detail string), name string, replicas [
 			r.Replica, r.Served, r.RSSMiB, r.PeakRSSMiB, r.HeapInuseMiB, r.Goroutines))
 	}
 	row(name, fmt.Sprintf("%.1f MiB", maxRSS(replicas)), "largest, once idle; "+strings.Join(each, "; "))
+}
+
+// sumCounts adds up c.
+func sumCounts(c counts) float64 {
+	var t float64
+	for _, v := range c {
+		t += v
+	}
+	return t
 }
 
 // maxRSS is the largest RSS of replicas.
