@@ -118,6 +118,11 @@ type kcpInfo struct {
 	WatchesSplit  map[string]float64 `json:"watchesSplit,omitempty"`
 	// Floor is kcp's own cost of one write per cluster, before any hub.
 	Floor *kcpFloor `json:"floor,omitempty"`
+	// IdleCPU is the share of one core the kcp processes used in a window
+	// of -idle before the hub started, HubIdleCPU once the replicas were
+	// idle after the split: the cost of the hub's open watches and probes.
+	IdleCPU    float64 `json:"idleCPUPercent"`
+	HubIdleCPU float64 `json:"hubIdleCPUPercent"`
 	// Throttled are the requests kcp answered 429 (Too Many Requests) in
 	// the whole run, every process, by "VERB resource".
 	Throttled counts `json:"throttled"`
@@ -359,7 +364,8 @@ func (k *kcpFleet) watches(ctx context.Context) (map[string]float64, error) {
 }
 
 // requests counts the requests every kcp process has served, by "VERB
-// resource", those answered with code only when code is not empty.
+// resource", with the code appended when it is not 2xx; only those
+// answered with code when code is not empty.
 func (k *kcpFleet) requests(ctx context.Context, code string) (counts, error) {
 	out := counts{}
 	for _, s := range k.servers {
@@ -375,7 +381,11 @@ func (k *kcpFleet) requests(ctx context.Context, code string) (counts, error) {
 			if res == "" {
 				res = nonResource
 			}
-			out[fleettest.Label(m, "verb")+" "+res] += fleettest.SampleValue(m)
+			key := fleettest.Label(m, "verb") + " " + res
+			if c := fleettest.Label(m, "code"); !strings.HasPrefix(c, "2") {
+				key += " " + c
+			}
+			out[key] += fleettest.SampleValue(m)
 		}
 	}
 	return out, nil
@@ -587,6 +597,18 @@ func (f *mirrorFeed) Replace(list []any, _ string) error {
 
 func (f *mirrorFeed) Resync() error { return nil }
 
+// idleCPU returns the share of one core, in percent, the kcp processes
+// use in a window of d.
+func (k *kcpFleet) idleCPU(ctx context.Context, d time.Duration) (float64, error) {
+	cpu0, t0 := k.cpuSeconds(), time.Now()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(d): // a measuring window, not a wait for a condition
+	}
+	return 100 * (k.cpuSeconds() - cpu0) / time.Since(t0).Seconds(), nil
+}
+
 // kcpFloor is what one write per member cluster costs kcp with a plain
 // client and no hub: the simulator's share of every fan-out.
 type kcpFloor struct {
@@ -675,6 +697,8 @@ func (i *kcpInfo) print(row func(name, value, detail string)) {
 		throttled += v
 	}
 	row("  kcp's 429 answers", fmt.Sprintf("%.0f", throttled), fmt.Sprintf("Too Many Requests, every process, the whole run: %s", formatCounts(i.Throttled)))
+	row("  kcp CPU while idle", fmt.Sprintf("%.1f%%", i.IdleCPU),
+		fmt.Sprintf("of one core, every process, before the hub started; %.1f%% once the hub's replicas were idle after the split (their watches and probes)", i.HubIdleCPU))
 	if f := i.Floor; f != nil {
 		row("  kcp write floor", fmt.Sprintf("%.3fs", f.Seconds),
 			fmt.Sprintf("%d ConfigMap updates, one per cluster, plain client, %d writers, no hub; kcp CPU %.1fs (%.1f ms a write)", f.Writes, f.Workers, f.CPUSeconds, 1000*f.CPUSeconds/float64(max(f.Writes, 1))))

@@ -179,7 +179,7 @@ func run() int {
 	fs.IntVar(&o.override.Updates, "updates", 0, "Timed source updates (default: the workload's).")
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
 	fs.DurationVar(&o.shardLease, "shard-lease", 15*time.Second, "hub-shards: the replicas' --shard-lease-duration (the hub's default).")
-	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart).")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart; hub-shards -kcp: kcp's CPU before the hub and with the hub idle).")
 	fs.BoolVar(&o.kcp, "kcp", false, "hub-shards: run the member clusters as logical clusters of kcp, spread over -kcp-processes processes, instead of an API server each: a thousand fit on one machine (test/bench/README.md). hack/kcp.sh builds kcp v0.30.0 from its snapshot the first time (about 20 minutes); KCP_BIN names another binary.")
 	fs.IntVar(&o.kcpProcesses, "kcp-processes", 4, "hub-shards -kcp: the kcp processes the member clusters are spread over, round-robin.")
 	fs.StringVar(&o.kcpArgs, "kcp-args", "", "hub-shards -kcp: extra flags for every kcp process, space-separated (kcp start options lists them).")

@@ -99,6 +99,10 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 		if b.kcp.info.WatchesBefore, err = b.kcp.watches(ctx); err != nil {
 			return err
 		}
+		progress("%s: kcp's CPU while idle, for %s", b.workload, b.opts.idle)
+		if b.kcp.info.IdleCPU, err = b.kcp.idleCPU(ctx, b.opts.idle); err != nil {
+			return err
+		}
 		f, err := b.kcp.floor(ctx, b.tgtC, b.opts.floorWorkers, b.value)
 		if err != nil {
 			return fmt.Errorf("kcp write floor: %w", err)
@@ -149,6 +153,10 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 		if b.kcp.info.WatchesSplit, err = b.kcp.watches(ctx); err != nil {
 			return err
 		}
+		if b.kcp.info.HubIdleCPU, err = b.kcp.idleCPU(ctx, b.opts.idle); err != nil {
+			return err
+		}
+		progress("%s: kcp's CPU: %.1f%% idle, %.1f%% with the hub's replicas idle", b.workload, b.kcp.info.IdleCPU, b.kcp.info.HubIdleCPU)
 	}
 	if hs.FanOut, err = b.fanOut(ctx, replicas); err != nil {
 		return err
