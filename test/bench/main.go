@@ -69,8 +69,9 @@ var defaults = map[string]scale{
 	wlHubFaults:   {Namespaces: 4, Sources: 100, Members: 5, Updates: 100},
 	// Two Secrets and two ConfigMaps: both kinds are watched everywhere.
 	wlHubFleet: {Namespaces: 2, Sources: 4, Members: 100, Updates: 20},
-	// Three replicas over twelve members; Updates are kills.
-	wlHubShards: {Namespaces: 2, Sources: 2, Members: 12, Updates: 1},
+	// Three replicas over twelve members; Updates are the timed
+	// one-source updates before the kill.
+	wlHubShards: {Namespaces: 2, Sources: 2, Members: 12, Updates: 5},
 }
 
 // options are the command line.
@@ -94,8 +95,18 @@ type options struct {
 	slimServers  bool
 	// memberKinds writes the member agents' kinds objects (hub-fleet).
 	memberKinds bool
-	// receiveOnly registers the member clusters receive-only (hub-fleet).
+	// receiveOnly registers the member clusters receive-only (hub-fleet,
+	// hub-shards).
 	receiveOnly bool
+	// kcp runs hub-shards' member clusters as logical clusters of
+	// kcpProcesses kcp processes (kcp.go), the binary kcpBin.
+	kcp          bool
+	kcpProcesses int
+	kcpBin       string
+	// kcpArgs are extra flags of every kcp process, kcpEnv extra
+	// environment variables.
+	kcpArgs string
+	kcpEnv  string
 	// hubFleetModes are the modes hub-fleet runs one after the other
 	// (hubFleetModes); none: one run as the other flags say.
 	hubFleetModes string
@@ -168,8 +179,12 @@ func run() int {
 	fs.IntVar(&o.override.Updates, "updates", 0, "Timed source updates (default: the workload's).")
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
 	fs.DurationVar(&o.shardLease, "shard-lease", 15*time.Second, "hub-shards: the replicas' --shard-lease-duration (the hub's default).")
-	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart).")
-	fs.BoolVar(&o.receiveOnly, "receive-only", false, "hub-fleet: register the member clusters receive-only ("+annotations.LabelReceiveOnly+"=true): the hub looks for no sources there; the mode receive-only of -hub-fleet-modes sets it.")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart; hub-shards -kcp: kcp's CPU before the hub and with the hub idle).")
+	fs.BoolVar(&o.kcp, "kcp", false, "hub-shards: run the member clusters as logical clusters of kcp, spread over -kcp-processes processes, instead of an API server each: a thousand fit on one machine (test/bench/README.md). hack/kcp.sh builds kcp v0.30.0 from its snapshot the first time (about 20 minutes); KCP_BIN names another binary.")
+	fs.IntVar(&o.kcpProcesses, "kcp-processes", 4, "hub-shards -kcp: the kcp processes the member clusters are spread over, round-robin.")
+	fs.StringVar(&o.kcpArgs, "kcp-args", "", "hub-shards -kcp: extra flags for every kcp process, space-separated (kcp start options lists them).")
+	fs.StringVar(&o.kcpEnv, "kcp-env", "", "hub-shards -kcp: environment variables (NAME=value, space-separated) for every kcp process.")
+	fs.BoolVar(&o.receiveOnly, "receive-only", false, "hub-fleet, hub-shards: register the member clusters receive-only ("+annotations.LabelReceiveOnly+"=true): the hub looks for no sources there; the mode receive-only of -hub-fleet-modes sets it.")
 	fs.BoolVar(&o.memberKinds, "member-kinds-objects", false, "hub-fleet: write into every member cluster the kinds object a member agent keeps there (no kind used: the members hold mirrors only; renewed every minute), as with member agents installed; the mode discovery of -hub-fleet-modes sets it.")
 	fs.BoolVar(&o.slimServers, "slim-apiservers", true, "hub-fleet: start the member API servers with the flags that halve their memory (test/bench/README.md); false starts them as envtest does.")
 	fs.StringVar(&o.out, "out", "bench/results", "Directory of the JSON results and agent logs (relative to the repository root).")
@@ -196,6 +211,10 @@ func run() int {
 		workloads = allWorkloads
 	} else if _, ok := defaults[o.workload]; !ok {
 		fmt.Fprintf(os.Stderr, "bench: unknown workload %q (want %s, all, %s or %s)\n", o.workload, strings.Join(allWorkloads, ", "), wlHubFleet, wlHubShards)
+		return 2
+	}
+	if o.kcp && o.workload != wlHubShards {
+		fmt.Fprintf(os.Stderr, "bench: -kcp is for -workload %s\n", wlHubShards)
 		return 2
 	}
 
@@ -238,6 +257,13 @@ func run() int {
 	if _, err := fleettest.Assets(); err != nil { // builds the API server once, before any timing
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
+	}
+	if o.kcp {
+		progress("Finding kcp (hack/kcp.sh)")
+		if o.kcpBin, err = kcpBinary(ctx, root); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
 	}
 
 	code := 0

@@ -118,6 +118,8 @@ type bench struct {
 	ownWatches map[string]map[string]float64
 	// apiServerLog receives the logs of hub-fleet's API servers.
 	apiServerLog *os.File
+	// kcp runs the member clusters with -kcp (kcp.go).
+	kcp *kcpFleet
 }
 
 func (b *bench) hub() bool {
@@ -186,13 +188,22 @@ func (b *bench) startClusters(dir string, members int) (*fleettest.Fleet, []*clu
 // clients. The member workloads use the fleet's hub alone, as the agent's
 // only cluster.
 func (b *bench) startFleet(members int) error {
-	progress("%s: starting %d API server(s)", b.workload, members+1)
-	f, clusters, err := b.startClusters(filepath.Join(b.work, "kubeconfigs"), members)
+	apiServers := members
+	if b.opts.kcp {
+		apiServers = 0 // the hub's alone; the members are kcp's
+	}
+	progress("%s: starting %d API server(s)", b.workload, apiServers+1)
+	f, clusters, err := b.startClusters(filepath.Join(b.work, "kubeconfigs"), apiServers)
 	b.fleet = f
 	if err != nil {
 		return err
 	}
 	b.clusters = append(b.clusters, clusters...)
+	if b.opts.kcp {
+		if err := b.startKCPMembers(members); err != nil {
+			return err
+		}
+	}
 	b.srcC = b.clusters[0]
 	if b.opts.sourceMode != "" {
 		// As the member chart does: the agent as it ships watches
@@ -227,6 +238,11 @@ func (b *bench) stopFleet() error {
 	}
 	if b.tracker != nil {
 		b.tracker.stop()
+	}
+	if b.kcp != nil {
+		progress("%s: stopping kcp", b.workload)
+		errs = append(errs, b.kcp.stop())
+		b.kcp = nil
 	}
 	if b.fleet != nil {
 		progress("%s: stopping the API servers", b.workload)
@@ -309,6 +325,12 @@ func (b *bench) runMirroring(ctx context.Context) (err error) {
 // prepares the agent (not started yet).
 func (b *bench) watchAndPrepare(ctx context.Context) error {
 	b.tracker = newTracker()
+	if b.kcp != nil {
+		if err := b.kcp.track(ctx, b.tracker); err != nil {
+			return err
+		}
+		return b.newAgent()
+	}
 	for _, c := range b.tgtC {
 		if err := b.tracker.watch(ctx, c.name, c.cs); err != nil {
 			return err
@@ -517,9 +539,11 @@ func (b *bench) makeAgent(suffix string, extra ...string) (*agent, error) {
 		// Above every target count of the workload, new namespaces included.
 		"--max-targets", strconv.Itoa(len(b.targets) + 100),
 	}
-	if b.hub() && b.workload != wlHubFaults && b.workload != wlHubFleet {
+	if b.hub() && b.workload != wlHubFaults && b.workload != wlHubFleet && !b.opts.kcp {
 		// hub-faults measures the default probe settings; hub-fleet counts
-		// the requests of an idle hub, probes included, as shipped.
+		// the requests of an idle hub, probes included, as shipped; with
+		// -kcp, a probe a second of each of a thousand clusters would be
+		// a load on kcp of its own.
 		base = append(base, "--cluster-probe-interval", "1s")
 	}
 	logPath := filepath.Join(b.opts.out, "logs", b.label+"-"+name+suffix+".log")
@@ -1004,7 +1028,12 @@ func (b *bench) noiseProbe(ctx context.Context) (*noiseProbe, error) {
 
 // goStats adds the agent's Go runtime figures to u.
 func (b *bench) goStats(ctx context.Context, u *usage) {
-	fams, err := b.agent.scrape(ctx)
+	agentGoStats(ctx, b.agent, u)
+}
+
+// agentGoStats adds a's Go runtime figures to u.
+func agentGoStats(ctx context.Context, a *agent, u *usage) {
+	fams, err := a.scrape(ctx)
 	if err != nil {
 		return
 	}
