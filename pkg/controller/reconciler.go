@@ -53,10 +53,6 @@ type Reconciler struct {
 	// snapshots holds each cluster's namespaces as target resolution reads
 	// them (cluster name -> *namespaces), made again when they changed.
 	snapshots sync.Map
-	// hints are the namespaces whose events alone queued a source (Key ->
-	// *namespaceHints); planned is what the last complete reconcile of a
-	// source found (Key -> planned). See newnamespace.go.
-	hints, planned sync.Map
 	// own tells the watch events of our own writes of sources' metadata
 	// from everybody else's changes.
 	own ownWrites
@@ -149,7 +145,6 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	case key.Policy:
 		return r.reconcilePolicy(ctx, key)
 	}
-	hinted := r.takeHints(key)
 	log := logf.FromContext(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name)
 	ctx = logf.IntoContext(ctx, log)
 	ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)
@@ -165,12 +160,6 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		// look missing. Once they have synced, every source of the kind
 		// is enqueued (eventSource.KindSynced).
 		return Result{}, nil
-	}
-	if hinted != nil {
-		// Only namespace events queued the source: their namespaces first.
-		if done, res, err := r.fastPass(ctx, c, key, hinted); done {
-			return res, err
-		}
 	}
 	src, ok := c.Source(key.GVK, key.Namespace, key.Name)
 	if !ok {
@@ -199,7 +188,6 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		plan = r.plan(c, src, req)
 	}
 	if src.GetDeletionTimestamp() != nil || !plan.Relevant || plan.Ignored != "" {
-		r.planned.Delete(key)
 		if plan.Ignored != "" {
 			r.warnIf(c, src, ReasonSourceRefused, true, "%s", plan.Ignored)
 		}
@@ -294,7 +282,6 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		sum.add(again)
 	}
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, req.TargetName, plan.Covered, desired.Untargeted))
-	r.notePlanned(key, src.GetResourceVersion(), plan, sum)
 	for id := range record {
 		// The whole record goes on, not only what this reconcile saw in
 		// place: a copy deleted meanwhile stays remembered until the
@@ -767,8 +754,6 @@ func (r *Reconciler) forget(key Key) {
 	r.breaker.forget(key)
 	r.observed.Delete(key)
 	r.reported.Delete(key)
-	r.hints.Delete(key)
-	r.planned.Delete(key)
 }
 
 // Observe records that a source changed now, for the propagation metric.
