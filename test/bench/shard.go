@@ -37,6 +37,8 @@ type hubShards struct {
 	FanOut *fanOut `json:"fanOut,omitempty"`
 	// KCP is set when the members are logical clusters of kcp (-kcp).
 	KCP *kcpInfo `json:"kcp,omitempty"`
+	// Machine is the memory of the whole machine during the run.
+	Machine *machineMemory `json:"machine,omitempty"`
 }
 
 // replicaUsage is one hub replica's memory and CPU.
@@ -75,6 +77,8 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 	b.res.ExpectedMirrors = len(b.targets) * len(b.sources)
 	hs := &hubShards{Replicas: shardReplicas, LeaseSeconds: b.opts.shardLease.Seconds(), Clusters: n + 1}
 	b.res.Shards = hs
+	mem := startMemorySampler()
+	defer func() { hs.Machine = mem.stop() }()
 	if err := b.startFleet(n); err != nil {
 		return err
 	}
@@ -99,7 +103,11 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 		if b.kcp.info.WatchesBefore, err = b.kcp.watches(ctx); err != nil {
 			return err
 		}
-		progress("%s: kcp's CPU while idle, for %s", b.workload, b.opts.idle)
+		progress("%s: waiting for kcp's controllers to fill the seeded namespaces", b.workload)
+		if err := b.kcp.settle(ctx, b.opts.timeout); err != nil {
+			return err
+		}
+		progress("%s: kcp settled after %.1fs; its CPU while idle, for %s", b.workload, b.kcp.info.SettleSeconds, b.opts.idle)
 		if b.kcp.info.IdleCPU, err = b.kcp.idleCPU(ctx, b.opts.idle); err != nil {
 			return err
 		}
@@ -353,6 +361,10 @@ func (hs *hubShards) print(row func(name, value, detail string)) {
 	row("takeover after a kill", fmt.Sprintf("%.3fs", hs.TakeoverSecs),
 		fmt.Sprintf("%s (%.0f clusters) killed with SIGKILL, every source changed at once, until every mirror has the change; lease duration %.0fs", hs.KilledReplica, hs.KilledServed, hs.LeaseSeconds))
 	printReplicas(row, "  survivors' RSS after the kill", hs.Survivors)
+	if m := hs.Machine; m != nil {
+		row("machine memory in use", fmt.Sprintf("%.0f MiB peak", m.UsedPeakMiB),
+			fmt.Sprintf("MemTotal - MemAvailable, every process; %.0f MiB at the start, %.0f MiB total", m.UsedStartMiB, m.TotalMiB))
+	}
 }
 
 // printReplicas prints the largest RSS of replicas and each one's figures.
