@@ -400,6 +400,26 @@ func (k *kcpFleet) requests(ctx context.Context, code string) (counts, error) {
 	return out, nil
 }
 
+// terminatedWatchers counts the watchers every kcp process closed because
+// they fell behind its dispatch of events (apiserver_terminated_watchers_total),
+// by resource. One process dispatches every event of a resource to the
+// watchers of every logical cluster it serves, so a burst of writes to a
+// thousand clusters reaches a thousand watchers at once, where each
+// cluster's own API server would have one.
+func (k *kcpFleet) terminatedWatchers(ctx context.Context) (counts, error) {
+	out := counts{}
+	for _, s := range k.servers {
+		fams, err := s.metrics(ctx, "apiserver_terminated_watchers_total")
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range fams.Series("apiserver_terminated_watchers_total") {
+			out[resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), "")] += fleettest.SampleValue(m)
+		}
+	}
+	return out, nil
+}
+
 // metrics reads the families named of the server's /metrics.
 func (s *kcpServer) metrics(ctx context.Context, names ...string) (fleettest.Families, error) {
 	cs, err := kubernetes.NewForConfig(s.base)
