@@ -30,7 +30,7 @@ import (
 // hub-shards with -kcp runs its member clusters as logical clusters of kcp
 // (github.com/kcp-dev/kcp), the control plane whose one process serves
 // many clusters, each under its own path /clusters/<name>: a thousand
-// members cost one kcp process instead of a thousand kube-apiservers,
+// members cost a few kcp processes instead of a thousand kube-apiservers,
 // which no single machine can hold (hub-fleet's slim API servers take
 // 111 MiB each). The hub's own cluster stays an envtest API server: it
 // holds the registration Secrets, the sources and the shard Leases.
@@ -49,10 +49,20 @@ import (
 // system:masters, is refused there), so the hub's requests are exempt from
 // kcp's max-in-flight limits (400 reads, 200 writes; kcp refuses flags
 // that raise them), as they are on envtest API servers, where the bench
-// also registers admin kubeconfigs; watches never count against them. One
-// process therefore serves the thousand (-kcp-processes 1): every process
-// more costs idle CPU of its own controllers and more CPU per write
-// (test/bench/README.md), which a 2-core machine takes from the hub.
+// also registers admin kubeconfigs; watches never count against them.
+//
+// What limits one process is its watch cache: it hands every event of a
+// resource to every watcher of that resource that is not scoped to a
+// namespace or name, whichever logical cluster the watcher is in, and the
+// watcher drops what is not its cluster's. The hub watches the mirrors of
+// each cluster across namespaces, so one update of a source, a write in
+// each of a thousand clusters, is a million deliveries in one process,
+// and kcp closes the watchers that fall behind (apiserver_terminated_
+// watchers_total, about two thousand an update); a real cluster's API
+// server has the hub's one watcher. The clusters are therefore spread over
+// -kcp-processes (4), each with its own watch cache: a quarter of the
+// deliveries, for about 5% of a core idle and 0.7 to 0.9 GiB more a
+// process (test/bench/README.md).
 
 // kcpShardAdmin is the context of kcp's admin.kubeconfig with the shard
 // admin's token on the server's base URL.
