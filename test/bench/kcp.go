@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -49,6 +50,19 @@ import (
 // kcp's max-in-flight limits (400 reads, 200 writes; kcp refuses flags
 // that raise them), as they are on envtest API servers, where the bench
 // also registers admin kubeconfigs; watches never count against them.
+//
+// What limits one process is its watch cache: it hands every event of a
+// resource to every watcher of that resource that is not scoped to a
+// namespace or name, whichever logical cluster the watcher is in, and the
+// watcher drops what is not its cluster's. The hub watches the mirrors of
+// each cluster across namespaces, so one update of a source, a write in
+// each of a thousand clusters, is a million deliveries in one process,
+// and kcp closes the watchers that fall behind (apiserver_terminated_
+// watchers_total, about two thousand an update); a real cluster's API
+// server has the hub's one watcher. The clusters are therefore spread over
+// -kcp-processes (4), each with its own watch cache: a quarter of the
+// deliveries, for about 5% of a core idle and 0.7 to 0.9 GiB more a
+// process (test/bench/README.md).
 
 // kcpShardAdmin is the context of kcp's admin.kubeconfig with the shard
 // admin's token on the server's base URL.
@@ -118,9 +132,14 @@ type kcpInfo struct {
 	WatchesSplit  map[string]float64 `json:"watchesSplit,omitempty"`
 	// Floor is kcp's own cost of one write per cluster, before any hub.
 	Floor *kcpFloor `json:"floor,omitempty"`
+	// SettleSeconds is how long kcp's controllers took, after the
+	// seeding, to give every namespace of the member clusters its default
+	// ServiceAccount and kube-root-ca.crt ConfigMap (settle).
+	SettleSeconds float64 `json:"settleSeconds"`
 	// IdleCPU is the share of one core the kcp processes used in a window
-	// of -idle before the hub started, HubIdleCPU once the replicas were
-	// idle after the split: the cost of the hub's open watches and probes.
+	// of -idle once settled, before the hub started, HubIdleCPU once the
+	// replicas were idle after the split: the cost of the hub's open
+	// watches and probes.
 	IdleCPU    float64 `json:"idleCPUPercent"`
 	HubIdleCPU float64 `json:"hubIdleCPUPercent"`
 	// Throttled are the requests kcp answered 429 (Too Many Requests) in
@@ -391,6 +410,26 @@ func (k *kcpFleet) requests(ctx context.Context, code string) (counts, error) {
 	return out, nil
 }
 
+// terminatedWatchers counts the watchers every kcp process closed because
+// they fell behind its dispatch of events (apiserver_terminated_watchers_total),
+// by resource. One process dispatches every event of a resource to the
+// watchers of every logical cluster it serves, so a burst of writes to a
+// thousand clusters reaches a thousand watchers at once, where each
+// cluster's own API server would have one.
+func (k *kcpFleet) terminatedWatchers(ctx context.Context) (counts, error) {
+	out := counts{}
+	for _, s := range k.servers {
+		fams, err := s.metrics(ctx, "apiserver_terminated_watchers_total")
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range fams.Series("apiserver_terminated_watchers_total") {
+			out[resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), "")] += fleettest.SampleValue(m)
+		}
+	}
+	return out, nil
+}
+
 // metrics reads the families named of the server's /metrics.
 func (s *kcpServer) metrics(ctx context.Context, names ...string) (fleettest.Families, error) {
 	cs, err := kubernetes.NewForConfig(s.base)
@@ -597,6 +636,63 @@ func (f *mirrorFeed) Replace(list []any, _ string) error {
 
 func (f *mirrorFeed) Resync() error { return nil }
 
+// settle waits until kcp's controllers have done what the seeding gave
+// them: every namespace of the member clusters has its default
+// ServiceAccount and its kube-root-ca.crt ConfigMap, as in any cluster.
+// Until then kcp spends a core on them, which would count against the
+// figures that follow.
+func (k *kcpFleet) settle(ctx context.Context, timeout time.Duration) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, s := range k.servers {
+		cfg := s.at("*")
+		cfg.QPS, cfg.Burst = -1, 0
+		mc, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		ours := map[string]bool{}
+		for _, name := range s.names {
+			ours[name] = true
+		}
+		// count lists resource (those named name, if not empty) across
+		// every logical cluster and counts those of the bench's clusters.
+		count := func(resource, name string) (int, error) {
+			o := metav1.ListOptions{}
+			if name != "" {
+				o.FieldSelector = "metadata.name=" + name
+			}
+			l, err := mc.Resource(corev1.SchemeGroupVersion.WithResource(resource)).List(ctx, o)
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for _, m := range l.Items {
+				if ours[m.Annotations[kcpClusterAnnotation]] {
+					n++
+				}
+			}
+			return n, nil
+		}
+		for {
+			ns, err1 := count("namespaces", "")
+			sa, err2 := count("serviceaccounts", "default")
+			ca, err3 := count("configmaps", "kube-root-ca.crt")
+			if errors.Join(err1, err2, err3) == nil && sa >= ns && ca >= ns {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kcp %d: %d namespaces, %d with their default ServiceAccount, %d with kube-root-ca.crt after %s: %w", s.index, ns, sa, ca, timeout, errors.Join(ctx.Err(), err1, err2, err3))
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}
+	k.info.SettleSeconds = time.Since(start).Seconds()
+	return nil
+}
+
 // idleCPU returns the share of one core, in percent, the kcp processes
 // use in a window of d.
 func (k *kcpFleet) idleCPU(ctx context.Context, d time.Duration) (float64, error) {
@@ -698,7 +794,7 @@ func (i *kcpInfo) print(row func(name, value, detail string)) {
 	}
 	row("  kcp's 429 answers", fmt.Sprintf("%.0f", throttled), fmt.Sprintf("Too Many Requests, every process, the whole run: %s", formatCounts(i.Throttled)))
 	row("  kcp CPU while idle", fmt.Sprintf("%.1f%%", i.IdleCPU),
-		fmt.Sprintf("of one core, every process, before the hub started; %.1f%% once the hub's replicas were idle after the split (their watches and probes)", i.HubIdleCPU))
+		fmt.Sprintf("of one core, every process, before the hub started, once its controllers had filled the seeded namespaces (%.1fs after the seeding); %.1f%% once the hub's replicas were idle after the split (their watches and probes)", i.SettleSeconds, i.HubIdleCPU))
 	if f := i.Floor; f != nil {
 		row("  kcp write floor", fmt.Sprintf("%.3fs", f.Seconds),
 			fmt.Sprintf("%d ConfigMap updates, one per cluster, plain client, %d writers, no hub; kcp CPU %.1fs (%.1f ms a write)", f.Writes, f.Workers, f.CPUSeconds, 1000*f.CPUSeconds/float64(max(f.Writes, 1))))

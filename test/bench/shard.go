@@ -37,6 +37,8 @@ type hubShards struct {
 	FanOut *fanOut `json:"fanOut,omitempty"`
 	// KCP is set when the members are logical clusters of kcp (-kcp).
 	KCP *kcpInfo `json:"kcp,omitempty"`
+	// Machine is the memory of the whole machine during the run.
+	Machine *machineMemory `json:"machine,omitempty"`
 }
 
 // replicaUsage is one hub replica's memory and CPU.
@@ -65,8 +67,10 @@ type fanOut struct {
 	HubClusterCPU   float64 `json:"hubClusterCPUSeconds,omitempty"`
 	BenchCPU        float64 `json:"benchCPUSeconds"`
 	// KCPRequests are the requests kcp served per update (-kcp), by
-	// "VERB resource".
-	KCPRequests counts `json:"kcpRequestsPerUpdate,omitempty"`
+	// "VERB resource"; KCPTerminated the watchers kcp closed per update as
+	// too slow to take its events, by resource.
+	KCPRequests   counts `json:"kcpRequestsPerUpdate,omitempty"`
+	KCPTerminated counts `json:"kcpTerminatedWatchersPerUpdate,omitempty"`
 }
 
 func (b *bench) runHubShards(ctx context.Context) (err error) {
@@ -75,6 +79,8 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 	b.res.ExpectedMirrors = len(b.targets) * len(b.sources)
 	hs := &hubShards{Replicas: shardReplicas, LeaseSeconds: b.opts.shardLease.Seconds(), Clusters: n + 1}
 	b.res.Shards = hs
+	mem := startMemorySampler()
+	defer func() { hs.Machine = mem.stop() }()
 	if err := b.startFleet(n); err != nil {
 		return err
 	}
@@ -99,7 +105,11 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 		if b.kcp.info.WatchesBefore, err = b.kcp.watches(ctx); err != nil {
 			return err
 		}
-		progress("%s: kcp's CPU while idle, for %s", b.workload, b.opts.idle)
+		progress("%s: waiting for kcp's controllers to fill the seeded namespaces", b.workload)
+		if err := b.kcp.settle(ctx, b.opts.timeout); err != nil {
+			return err
+		}
+		progress("%s: kcp settled after %.1fs; its CPU while idle, for %s", b.workload, b.kcp.info.SettleSeconds, b.opts.idle)
 		if b.kcp.info.IdleCPU, err = b.kcp.idleCPU(ctx, b.opts.idle); err != nil {
 			return err
 		}
@@ -250,10 +260,13 @@ func (b *bench) fanOut(ctx context.Context, replicas []*agent) (*fanOut, error) 
 		}
 		return hub, controlPlane, hubCluster, bench
 	}
-	var kcpBefore counts
+	var kcpBefore, terminatedBefore counts
 	if b.kcp != nil {
 		var err error
 		if kcpBefore, err = b.kcp.requests(ctx, ""); err != nil {
+			return nil, err
+		}
+		if terminatedBefore, err = b.kcp.terminatedWatchers(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -283,12 +296,11 @@ func (b *bench) fanOut(ctx context.Context, replicas []*agent) (*fanOut, error) 
 		if err != nil {
 			return nil, err
 		}
-		f.KCPRequests = counts{}
-		for k, v := range after {
-			if d := v - kcpBefore[k]; d != 0 {
-				f.KCPRequests[k] = d / float64(len(f.Seconds))
-			}
+		terminated, err := b.kcp.terminatedWatchers(ctx)
+		if err != nil {
+			return nil, err
 		}
+		f.KCPRequests, f.KCPTerminated = perUpdate(kcpBefore, after, len(f.Seconds)), perUpdate(terminatedBefore, terminated, len(f.Seconds))
 	}
 	if l := summarize(f.Seconds); l.Count > 0 {
 		f.P50, f.Max = l.P50, l.Max
@@ -347,12 +359,18 @@ func (hs *hubShards) print(row func(name, value, detail string)) {
 				fmt.Sprintf("hub replicas %.1fs, API servers and etcd (members' and hub's) %.1fs, bench %.1fs", f.HubCPU, f.ControlPlaneCPU, f.BenchCPU))
 		}
 		if f.KCPRequests != nil {
-			row("  kcp requests per update", fmt.Sprintf("%.0f", sumCounts(f.KCPRequests)), "every process, by verb and resource: "+formatPerCluster(f.KCPRequests))
+			row("  kcp requests per update", fmt.Sprintf("%.0f", sumCounts(f.KCPRequests)), "every process, by verb and resource (and code, if not 2xx): "+formatPerCluster(f.KCPRequests))
+			row("  watchers kcp closed per update", fmt.Sprintf("%.0f", sumCounts(f.KCPTerminated)),
+				"too slow to take its events (apiserver_terminated_watchers_total), by resource: "+formatPerCluster(f.KCPTerminated))
 		}
 	}
 	row("takeover after a kill", fmt.Sprintf("%.3fs", hs.TakeoverSecs),
 		fmt.Sprintf("%s (%.0f clusters) killed with SIGKILL, every source changed at once, until every mirror has the change; lease duration %.0fs", hs.KilledReplica, hs.KilledServed, hs.LeaseSeconds))
 	printReplicas(row, "  survivors' RSS after the kill", hs.Survivors)
+	if m := hs.Machine; m != nil {
+		row("machine memory in use", fmt.Sprintf("%.0f MiB peak", m.UsedPeakMiB),
+			fmt.Sprintf("MemTotal - MemAvailable, every process; %.0f MiB at the start, %.0f MiB total", m.UsedStartMiB, m.TotalMiB))
+	}
 }
 
 // printReplicas prints the largest RSS of replicas and each one's figures.
@@ -366,6 +384,17 @@ func printReplicas(row func(name, value, detail string), name string, replicas [
 			r.Replica, r.Served, r.RSSMiB, r.PeakRSSMiB, r.HeapInuseMiB, r.Goroutines))
 	}
 	row(name, fmt.Sprintf("%.1f MiB", maxRSS(replicas)), "largest, once idle; "+strings.Join(each, "; "))
+}
+
+// perUpdate is the difference of two counts over n updates.
+func perUpdate(before, after counts, n int) counts {
+	out := counts{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d / float64(n)
+		}
+	}
+	return out
 }
 
 // sumCounts adds up c.
