@@ -48,8 +48,23 @@ func (e *eventSource) current() (queue, *sweeps) {
 func (e *eventSource) add(k Key) { e.addAt(k, asChange) }
 
 // addAt queues k as a change, or with sweep as part of a sweep (see
-// sweeps).
+// sweeps), for whatever may have changed: not for namespaces alone (see
+// addForNamespace).
 func (e *eventSource) addAt(k Key, sweep bool) {
+	if e.reconciler != nil {
+		e.reconciler.dropHints(k)
+	}
+	e.queueAt(k, sweep)
+}
+
+// addForNamespace queues the source k as a change because namespace ns
+// changed, which its reconcile may look at first (newnamespace.go).
+func (e *eventSource) addForNamespace(k Key, ns string) {
+	e.reconciler.hintNamespace(k, ns)
+	e.queueAt(k, asChange)
+}
+
+func (e *eventSource) queueAt(k Key, sweep bool) {
 	q, sw := e.current()
 	switch {
 	case q == nil:
@@ -135,8 +150,16 @@ func (e *eventSource) enqueueSourceOf(gvk schema.GroupVersionKind, obj *clusters
 // mirrors in it receive content or not.
 func (e *eventSource) Namespace(cluster string, ns *metav1.PartialObjectMetadata) {
 	for _, c := range e.fleet.Clusters() {
-		if (c.Name() == cluster) != e.crossCluster {
+		switch {
+		case e.crossCluster && c.Name() != cluster:
 			e.enqueueSources(c, asChange)
+		case !e.crossCluster && c.Name() == cluster:
+			for _, gvk := range c.Watched() {
+				for _, s := range c.Sources(gvk) {
+					e.addForNamespace(Key{Cluster: c.Name(), GVK: gvk, Namespace: s.GetNamespace(), Name: s.GetName()}, ns.GetName())
+				}
+				e.enqueuePulls(c, gvk, asChange)
+			}
 		}
 	}
 	e.enqueuePullsIn(cluster, ns.GetName())

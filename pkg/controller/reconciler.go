@@ -53,6 +53,11 @@ type Reconciler struct {
 	// snapshots holds each cluster's namespaces as target resolution reads
 	// them (cluster name -> *namespaces), made again when they changed.
 	snapshots sync.Map
+	// hints are the namespaces whose events alone queued a source (Key ->
+	// *namespaceHints); planned is what the last complete reconcile of a
+	// source found (Key -> planned); carried is what fast passes wrote
+	// since (Key -> map[string]apply.Outcome). See newnamespace.go.
+	hints, planned, carried sync.Map
 	// own tells the watch events of our own writes of sources' metadata
 	// from everybody else's changes.
 	own ownWrites
@@ -145,6 +150,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	case key.Policy:
 		return r.reconcilePolicy(ctx, key)
 	}
+	hinted := r.takeHints(key)
 	log := logf.FromContext(ctx).WithValues("cluster", key.Cluster, "gvk", key.GVK.String(), "namespace", key.Namespace, "name", key.Name)
 	ctx = logf.IntoContext(ctx, log)
 	ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)
@@ -161,6 +167,15 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		// is enqueued (eventSource.KindSynced).
 		return Result{}, nil
 	}
+	if hinted != nil {
+		// Only namespace events queued the source: their namespaces first.
+		if done, res, err := r.fastPass(ctx, c, key, hinted); done {
+			return res, err
+		}
+	}
+	// What fast passes wrote since the last whole reconcile, which counts
+	// it in its Events and status.
+	carried := r.takeCarried(key)
 	src, ok := c.Source(key.GVK, key.Namespace, key.Name)
 	if !ok {
 		return r.release(ctx, c, key, ref)
@@ -188,6 +203,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		plan = r.plan(c, src, req)
 	}
 	if src.GetDeletionTimestamp() != nil || !plan.Relevant || plan.Ignored != "" {
+		r.planned.Delete(key)
 		if plan.Ignored != "" {
 			r.warnIf(c, src, ReasonSourceRefused, true, "%s", plan.Ignored)
 		}
@@ -267,7 +283,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	if req.CopyOnce {
 		record = r.copiedRecord(key, src, via)
 	}
-	sum, stale := r.applyTargets(ctx, key, src, &req, record, adopt, plan.Targets, observedAt, r.opts.VerifySourceFreshness)
+	sum, stale := r.applyTargets(ctx, key, src, &req, record, adopt, plan.Targets, observedAt, r.opts.VerifySourceFreshness, carried)
 	if len(stale) > 0 {
 		// Some mirror claims newer content than our cached source. Ask the
 		// API server: if the cache is current, the claim is wrong.
@@ -278,10 +294,11 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 		if fresh == nil || fresh.GetResourceVersion() != src.GetResourceVersion() {
 			return Result{RequeueAfter: retryStale}, nil
 		}
-		again, _ := r.applyTargets(ctx, key, src, &req, record, adopt, stale, observedAt, true)
+		again, _ := r.applyTargets(ctx, key, src, &req, record, adopt, stale, observedAt, true, carried)
 		sum.add(again)
 	}
 	sum.add(r.deleteUntargeted(ctx, key, ref, plan.Targets, req.TargetName, plan.Covered, desired.Untargeted))
+	r.notePlanned(key, src.GetResourceVersion(), plan, sum)
 	for id := range record {
 		// The whole record goes on, not only what this reconcile saw in
 		// place: a copy deleted meanwhile stays remembered until the
@@ -488,14 +505,37 @@ func (r *Reconciler) reportRemoved(c *clusters.Cluster, obj runtime.Object, sum 
 // Targets whose mirror claims newer source content than src are not
 // written and not counted; they are returned for the caller to decide.
 // Copies made by the tools of adopt that prove they are of src are adopted.
-func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, req *annotations.Request, record map[string]bool, adopt []peers.Tool, tgts []Target, observedAt time.Time, verified bool) (sum summary, stale []Target) {
-	opts := r.build
-	opts.SourceCluster = key.Cluster
-	opts.Name, opts.CopyOnce, opts.Orphan, opts.KeepAdditions = req.TargetName, req.CopyOnce, req.Orphan, req.KeepAdditions
+// carried holds what a fast pass wrote just before, by namespace of the
+// source's own cluster: found in place, a mirror counts as so written.
+func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructured.Unstructured, req *annotations.Request, record map[string]bool, adopt []peers.Tool, tgts []Target, observedAt time.Time, verified bool, carried map[string]apply.Outcome) (sum summary, stale []Target) {
 	if req.CopyOnce {
 		ref := desired.SourceRef(key.Cluster, key.Namespace, key.Name)
 		tgts = r.copyOnce(key, ref, req.Name(key.Name), tgts, record, &sum)
 	}
+	results := r.ensureTargets(ctx, key, src, req, adopt, tgts, observedAt, verified)
+	for i, res := range results {
+		if errors.Is(res.err, apply.ErrStaleSource) {
+			stale = append(stale, tgts[i])
+			continue
+		}
+		as := res.outcome
+		if o, ok := carried[res.namespace]; ok && as == apply.Unchanged && res.cluster == key.Cluster {
+			as = o // written by the fast pass just before
+		}
+		sum.recordAs(metrics.KindLabel(key.GVK), res, as)
+	}
+	if req.CopyOnce {
+		recordCopies(key, tgts, results, &sum)
+	}
+	return sum, stale
+}
+
+// ensureTargets makes the mirror of src in each of tgts hold the content
+// it should, and returns each target's result.
+func (r *Reconciler) ensureTargets(ctx context.Context, key Key, src *unstructured.Unstructured, req *annotations.Request, adopt []peers.Tool, tgts []Target, observedAt time.Time, verified bool) []result {
+	opts := r.build
+	opts.SourceCluster = key.Cluster
+	opts.Name, opts.CopyOnce, opts.Orphan, opts.KeepAdditions = req.TargetName, req.CopyOnce, req.Orphan, req.KeepAdditions
 	results := make([]result, len(tgts))
 	todo := r.notInPlace(key, src, req, opts, tgts, results)
 	parallelPerCluster(ctx, max(r.opts.Parallelism, 1), targetsAt(tgts, todo), func(j int) {
@@ -518,17 +558,7 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 			}
 		}
 	})
-	for i, res := range results {
-		if errors.Is(res.err, apply.ErrStaleSource) {
-			stale = append(stale, tgts[i])
-			continue
-		}
-		sum.record(metrics.KindLabel(key.GVK), res)
-	}
-	if req.CopyOnce {
-		recordCopies(key, tgts, results, &sum)
-	}
-	return sum, stale
+	return results
 }
 
 // notInPlace returns the indices of the targets whose mirrors need Ensure,
@@ -754,6 +784,9 @@ func (r *Reconciler) forget(key Key) {
 	r.breaker.forget(key)
 	r.observed.Delete(key)
 	r.reported.Delete(key)
+	r.hints.Delete(key)
+	r.planned.Delete(key)
+	r.carried.Delete(key)
 }
 
 // Observe records that a source changed now, for the propagation metric.
@@ -819,6 +852,11 @@ func (r *Reconciler) patchSourceRecord(ctx context.Context, c *clusters.Cluster,
 		written, err := r.patchMetadata(ctx, c, key, cur.GetResourceVersion(), fins, status, record)
 		if err == nil {
 			end(written.GetResourceVersion())
+			if cur == src {
+				// Our own write on the version last planned on changes
+				// nothing a fast pass goes by.
+				r.advancePlanned(key, src.GetResourceVersion(), written.GetResourceVersion())
+			}
 			return written, nil
 		}
 		end("")

@@ -38,7 +38,13 @@ type summary struct {
 	errors        []error
 }
 
-func (s *summary) record(kind string, r result) {
+func (s *summary) record(kind string, r result) { s.recordAs(kind, r, r.outcome) }
+
+// recordAs records r, whose operation was r.outcome, as the outcome as:
+// the whole reconcile that follows a fast pass finds the mirrors the fast
+// pass wrote in place, and reports them as the fast pass wrote them
+// (newnamespace.go).
+func (s *summary) recordAs(kind string, r result, as apply.Outcome) {
 	metrics.SyncOperations.WithLabelValues(kind, r.cluster, string(r.outcome)).Inc()
 	for _, e := range r.ruleErrs {
 		s.transformErrs = append(s.transformErrs, fmt.Sprintf("%s: %v", r.namespace, e))
@@ -47,7 +53,7 @@ func (s *summary) record(kind string, r result) {
 		s.transformErrs = append(s.transformErrs, fmt.Sprintf("%s: not written: %v", r.namespace, r.transformErr))
 		s.transformSkipped++
 	}
-	switch r.outcome {
+	switch as {
 	case apply.Created:
 		s.created++
 	case apply.Updated:
