@@ -143,6 +143,9 @@ type connection struct {
 	// one runs.
 	probeTimer atomic.Pointer[time.Timer]
 	probing    sync.Mutex
+	// notReady counts the probes in a row that the API server answered
+	// with not ready (see notReadyProbes); guarded by probing.
+	notReady int
 	// engaged is the provider's context for the cluster; left is closed
 	// once the cluster was disengaged and torn down.
 	engaged context.Context
@@ -548,10 +551,21 @@ func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 	var err error
 	if synced {
 		err = f.ping(ctx, c)
-		if apierrors.IsTooManyRequests(err) {
+		switch {
+		case apierrors.IsTooManyRequests(err):
 			// A busy API server answered: it is alive, and its calls
 			// wait for the Retry-After it gave (clusters.Throttled).
 			err = nil
+		case answeredNotReady(err) && c.up.Load():
+			c.notReady++
+			if c.notReady < notReadyProbes {
+				// One of its own checks failed (etcd slow under load,
+				// say): probed again in a second, not marked down yet.
+				f.probeFailed(c)
+				return min(f.opts.ProbeInterval, clusters.DownProbeInterval)
+			}
+		case err == nil:
+			c.notReady = 0
 		}
 	}
 	ok := synced && err == nil
@@ -593,6 +607,21 @@ func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 	default:
 		return interval
 	}
+}
+
+// notReadyProbes is how many probes in a row an up cluster's API server
+// must answer with "not ready" before it is marked down. It answered, so it
+// is alive: a readiness check of its own that fails once (kube-apiserver's
+// etcd-readiness, when etcd is slow under load; kcp's, at a thousand
+// logical clusters) is no outage, and marking it down would abort every
+// call in flight to it. A server that stays not ready is marked down after
+// about two seconds (DownProbeInterval); one that does not answer, at once.
+const notReadyProbes = 3
+
+// answeredNotReady reports whether err is the API server's own answer that
+// it is not ready: 500 (a failed readiness check) or 503.
+func answeredNotReady(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err)
 }
 
 func (f *Fleet) ping(ctx context.Context, c *connection) error {

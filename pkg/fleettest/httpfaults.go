@@ -31,6 +31,11 @@ type HTTPFaultProxy struct {
 	retryAfter string
 	cut        bool
 	answered   []Answered
+	// path, when set, is answered with pathStatus pathLeft more times
+	// (negative: until Heal), whatever the other faults.
+	path       string
+	pathStatus int
+	pathLeft   int
 }
 
 // Answered is one request the proxy answered in the API server's place.
@@ -58,6 +63,10 @@ func NewHTTPFaultProxy(upstream *rest.Config) (*HTTPFaultProxy, error) {
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		status, retryAfter, cut := p.status, p.retryAfter, p.cut
+		if p.path != "" && r.URL.Path == p.path && p.pathLeft != 0 {
+			status, cut = p.pathStatus, false
+			p.pathLeft--
+		}
 		if status != 0 && !cut {
 			p.answered = append(p.answered, Answered{At: time.Now(), Path: r.URL.Path, Status: status})
 		}
@@ -97,6 +106,14 @@ func (p *HTTPFaultProxy) Throttle(status int, retryAfter string) {
 	p.status, p.retryAfter = status, retryAfter
 }
 
+// FailPath answers the requests for path (such as /readyz) with status,
+// times times (negative: until Heal), and forwards the others.
+func (p *HTTPFaultProxy) FailPath(path string, status, times int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.path, p.pathStatus, p.pathLeft = path, status, times
+}
+
 // Answered returns the requests the proxy answered in the API server's
 // place, in the order it answered them.
 func (p *HTTPFaultProxy) Answered() []Answered {
@@ -116,7 +133,7 @@ func (p *HTTPFaultProxy) CutResponses() {
 func (p *HTTPFaultProxy) Heal() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.status, p.cut = 0, false
+	p.status, p.cut, p.path = 0, false, ""
 	return nil
 }
 

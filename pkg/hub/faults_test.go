@@ -208,6 +208,41 @@ func TestThrottledMemberIsAliveNotDead(t *testing.T) {
 	}
 }
 
+// A member whose API server answers its readiness probe with 500 once or
+// twice (kube-apiserver's etcd-readiness check fails when etcd is slow
+// under load; kcp's does at a thousand logical clusters) answered: it is
+// alive, and marking it unreachable would abort every call in flight to it
+// and hold its updates until it is found up again. Only one that keeps
+// answering so is marked down, after three probes in a row.
+func TestNotReadyOnceIsNotDown(t *testing.T) {
+	g := NewWithT(t)
+	proxy := registerAThroughHTTPProxy(t)
+	src, shared := srcAndShared(t, hubC, memA)
+	s := sourceSecret(src, "blip", "member-a/"+shared, map[string]string{"k": "v1"})
+	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
+	eventuallySecret(t, memA, shared, s.Name, nil)
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
+	t.Cleanup(func() { _ = proxy.Heal() })
+
+	up := func() float64 { return hubGauge("fleetmirror_hub_cluster_up", memA.Name) }
+	proxy.FailPath("/readyz", http.StatusInternalServerError, 2)
+	// The hub probes every 300ms here: both answers are given within a
+	// second, and the probes after them pass.
+	g.Consistently(up, 2*time.Second, 20*time.Millisecond).Should(Equal(1.0), "marked down for two not-ready answers")
+	g.Expect(proxy.Answered()).To(HaveLen(2), "the probes that were answered 500")
+	g.Expect(status(hubC, s)()).NotTo(ContainSubstring("unreachable"))
+
+	// Not ready for good: down after the third answer in a row, and up
+	// again once it is ready.
+	proxy.FailPath("/readyz", http.StatusInternalServerError, -1)
+	g.Eventually(up, timeout, poll).Should(Equal(0.0))
+	g.Eventually(status(hubC, s), timeout, poll).Should(MatchRegexp(`member-a unreachable since \d\d:\d\d:\d\dZ$`))
+	g.Expect(len(proxy.Answered())).To(BeNumerically(">=", 2+3))
+	g.Expect(proxy.Heal()).To(Succeed())
+	g.Eventually(up, timeout, poll).Should(Equal(1.0))
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
+}
+
 // withDefaultDeadlines runs the hub with the defaults that matter to a
 // sick member for the rest of t: a 30s call deadline, probes every 10s.
 func withDefaultDeadlines(t *testing.T) {
