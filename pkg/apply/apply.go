@@ -122,7 +122,13 @@ type conflictMemo struct {
 // the API server again.
 const conflictTTL = 30 * time.Second
 
-type acceptance struct{ live, want string }
+// acceptance is a live mirror's hash taken for the content hash want: what
+// the API server added to what we wrote (serverOnly), or what others added
+// that keep-additions keeps.
+type acceptance struct {
+	live, want string
+	serverOnly bool
+}
 
 type write struct {
 	uid             types.UID
@@ -266,9 +272,10 @@ func (a *Applier) ensure(ctx context.Context, c *clusters.Cluster, gvk schema.Gr
 	if secretType, immutable := live.Traits(); needsReplace(secretType, immutable, want) {
 		return a.replace(ctx, key, res, live, want)
 	}
-	if observed == live.GetAnnotations()[annotations.AnnotationContentHash] {
-		// The live mirror is exactly what we wrote last: only the source
-		// changed, so the cached resourceVersion is enough to update.
+	if observed == live.GetAnnotations()[annotations.AnnotationContentHash] || a.onlyServerAdded(live) {
+		// The live mirror is exactly what we wrote last, or that and what
+		// the API server added to it: only the source changed, so the
+		// cached resourceVersion is enough to update.
 		return a.updateOrRefresh(ctx, key, res, live.GetResourceVersion(), want, sourceVerified, adopt)
 	}
 	// The mirror differs from what we wrote: a hand edit, or fields the API
@@ -363,7 +370,7 @@ func (a *Applier) onlyServerAdditions(full, want *unstructured.Unstructured) boo
 	if !serverAdditionsOnly(full, want, a.FieldManager) {
 		return false
 	}
-	a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(full), want: want.GetAnnotations()[annotations.AnnotationContentHash]})
+	a.accepted.Store(full.GetUID(), acceptance{live: desired.Hash(full), want: want.GetAnnotations()[annotations.AnnotationContentHash], serverOnly: true})
 	return true
 }
 
@@ -407,7 +414,49 @@ func InSync(live, want *unstructured.Unstructured, fieldManager string) bool {
 
 func (a *Applier) isAccepted(uid types.UID, live, want string) bool {
 	v, ok := a.accepted.Load(uid)
-	return ok && v.(acceptance) == acceptance{live: live, want: want}
+	return ok && v.(acceptance).live == live && v.(acceptance).want == want
+}
+
+// AsWritten reports whether the cached mirror m holds what we wrote last,
+// by the content hash stamped on it: the same content, or what the API
+// server or keep-additions added to it and was accepted. A mirror that
+// does not is drift (or not ours), which its source's reconcile corrects.
+func (a *Applier) AsWritten(m *clusters.Mirror) bool {
+	stamped := m.GetAnnotations()[annotations.AnnotationContentHash]
+	return m.ObservedHash == stamped || a.isAccepted(m.GetUID(), m.ObservedHash, stamped)
+}
+
+// onlyServerAdded reports whether the cached mirror m is what we wrote
+// last plus what the API server added to it, and nothing else: updated
+// from its cached resourceVersion, it loses nothing the server would not
+// add again.
+func (a *Applier) onlyServerAdded(m *clusters.Mirror) bool {
+	v, ok := a.accepted.Load(m.GetUID())
+	return ok && v.(acceptance).serverOnly && v.(acceptance).live == m.ObservedHash &&
+		v.(acceptance).want == m.GetAnnotations()[annotations.AnnotationContentHash]
+}
+
+// noteAnswer accepts the labels and annotations the API server added to
+// want in answer to our own write got (kcp names the logical cluster on
+// every object; a mutating admission policy or webhook may add its own).
+// They came back in the answer to our write, so nobody else wrote them,
+// and the mirror the cache will see is what we wrote: neither drift to
+// enqueue its source for, nor a reason to read it whole at the next
+// update. Values changed, or content the server changed (a default), do
+// not show here: such a mirror is read whole and decided on as before.
+func (a *Applier) noteAnswer(got metav1.Object, want *unstructured.Unstructured) {
+	labels, annots := got.GetLabels(), got.GetAnnotations()
+	if len(labels) == len(want.GetLabels()) && len(annots) == len(want.GetAnnotations()) {
+		return // nothing added (a changed value is not an addition)
+	}
+	if !subsetStrings(want.GetLabels(), labels) || !subsetStrings(want.GetAnnotations(), annots) {
+		return
+	}
+	a.accepted.Store(got.GetUID(), acceptance{
+		live:       desired.HashWith(want, labels, annots),
+		want:       want.GetAnnotations()[annotations.AnnotationContentHash],
+		serverOnly: true,
+	})
 }
 
 func (a *Applier) create(ctx context.Context, key target, res *clusters.Objects, want *unstructured.Unstructured, sourceVerified bool, adopt []peers.Tool) (Outcome, error) {
@@ -415,6 +464,7 @@ func (a *Applier) create(ctx context.Context, key target, res *clusters.Objects,
 	switch {
 	case err == nil:
 		a.remember(key, got, want.GetAnnotations()[annotations.AnnotationContentHash])
+		a.noteAnswer(got, want)
 		return Created, nil
 	case apierrors.IsAlreadyExists(err):
 		// Not in our cache: either not ours, or ours and the cache lags.
@@ -436,14 +486,16 @@ func (a *Applier) update(ctx context.Context, key target, res *clusters.Objects,
 	// replaced it since, the update fails with a conflict instead of
 	// writing over somebody else's object.
 	obj.SetResourceVersion(resourceVersion)
-	// Only the metadata comes back. Should the API server have added to
-	// what we wrote (defaults, a webhook), the cache shows it as drift and
-	// the next reconcile reads the object and accepts the additions.
+	// Only the metadata comes back: labels and annotations the API server
+	// added are accepted from it (noteAnswer). Should it have changed the
+	// content (a default), the cache shows it as drift and the next
+	// reconcile reads the object and accepts the additions.
 	got, err := res.UpdateMeta(ctx, obj, metav1.UpdateOptions{FieldManager: a.FieldManager})
 	if err != nil {
 		return Failed, err
 	}
 	a.remember(key, got, want.GetAnnotations()[annotations.AnnotationContentHash])
+	a.noteAnswer(got, want)
 	return Updated, nil
 }
 

@@ -111,8 +111,7 @@ func (e *eventSource) Mirror(cluster string, gvk schema.GroupVersionKind, obj *c
 	} else {
 		e.reconciler.Applier.Seen(cluster, gvk, obj)
 	}
-	if !deleted && obj.GetDeletionTimestamp() == nil &&
-		obj.ObservedHash == obj.GetAnnotations()[annotations.AnnotationContentHash] {
+	if !deleted && obj.GetDeletionTimestamp() == nil && e.reconciler.Applier.AsWritten(obj) {
 		// A cluster that left, or a reference that cannot be read: Left
 		// and the sweeps look at these.
 		if cached, inFleet := e.sourceCached(gvk, obj); cached || !inFleet {

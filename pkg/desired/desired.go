@@ -97,7 +97,14 @@ func isControlKey(k string) bool { return strings.HasPrefix(k, annotations.Prefi
 // one, so any other (a source's annotations or the enabled label, added by
 // hand) is drift and is reverted like any other edit.
 func Hash(obj *unstructured.Unstructured) string {
-	return hashOf(Content(obj), unstamped(obj.GetLabels()), unstamped(obj.GetAnnotations()))
+	return HashWith(obj, obj.GetLabels(), obj.GetAnnotations())
+}
+
+// HashWith is Hash of obj with labels and annots for its own: the hash of
+// a mirror whose content is obj's and whose metadata the API server
+// answered a write with.
+func HashWith(obj *unstructured.Unstructured, labels, annots map[string]string) string {
+	return hashOf(Content(obj), unstamped(labels), unstamped(annots))
 }
 
 // stampedKeys are the control keys Build sets on every mirror.
