@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -138,6 +139,26 @@ func (k *Kinds) Run(ctx context.Context, clusters func() []*Cluster) {
 	}
 }
 
+// passParallelism is how many clusters a pass looks at at once. A look may
+// ask the cluster's API server (discovery, the REST mapping of a kind
+// watched for the first time there, the member agent's kinds object): one
+// cluster after the other, a hub replica that took over the 355 clusters
+// of a killed one spent 18 s on those round trips to a loaded kcp before
+// the last of them was watched.
+const passParallelism = 16
+
+// eachCluster calls fn for every cluster of cs, passParallelism at once,
+// and returns when all calls have. (errgroup bounds the goroutines; fn
+// reports nothing, each look being on its own.)
+func eachCluster(cs []*Cluster, fn func(c *Cluster)) {
+	var g errgroup.Group
+	g.SetLimit(passParallelism)
+	for _, c := range cs {
+		g.Go(func() error { fn(c); return nil })
+	}
+	_ = g.Wait()
+}
+
 // Step makes one pass: discover, probe, watch what is needed and unwatch
 // what is not.
 func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
@@ -149,21 +170,26 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 	// Neither they nor those whose discovery or watches failed (incomplete)
 	// are settled.
 	failed, incomplete := map[*Cluster]bool{}, map[*Cluster]bool{}
-	for _, c := range cs {
+	var mu sync.Mutex // guards candidates, all and incomplete while clusters are looked at in parallel
+	eachCluster(cs, func(c *Cluster) {
 		kinds, err := k.candidates(ctx, c)
 		if err != nil {
 			log.V(1).Info("Discovery failed", "cluster", c.Name(), "error", err.Error())
 			kinds = c.Watched() // keep what runs; an unreachable cluster changes nothing
+		}
+		mu.Lock()
+		if err != nil {
 			incomplete[c] = true
 		}
 		candidates[c] = kinds
 		all.Insert(kinds...)
+		mu.Unlock()
 		// After discovery, which may have reset a refusal; before usage,
 		// which counts the kinds the cached policies name.
 		if k.opts.Policies {
 			k.watchPolicies(ctx, c)
 		}
-	}
+	})
 	for gvk := range all {
 		needed, unknown := true, false
 		if k.opts.Lazy {
@@ -190,7 +216,7 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 		k.mu.Unlock()
 	}
 	refs := &referencedClusters{cs: cs}
-	for _, c := range cs {
+	eachCluster(cs, func(c *Cluster) {
 		for _, gvk := range c.Watched() {
 			k.mu.Lock()
 			keep := k.needed[gvk] && slices.Contains(candidates[c], gvk)
@@ -211,11 +237,13 @@ func (k *Kinds) Step(ctx context.Context, cs []*Cluster) {
 			if err := k.watch(ctx, c, gvk, refs); err != nil {
 				log.Info("Cannot watch kind", "cluster", c.Name(), "gvk", gvk.String(), "error", err.Error())
 				if !meta.IsNoMatchError(err) { // a kind c does not serve has nothing there
+					mu.Lock()
 					incomplete[c] = true
+					mu.Unlock()
 				}
 			}
 		}
-	}
+	})
 	k.mu.Lock()
 	for gvk := range k.needed {
 		if !all.Has(gvk) {
@@ -302,12 +330,15 @@ func (k *Kinds) narrows() bool {
 // first use, from the caches.
 type referencedClusters struct {
 	cs    []*Cluster
+	mu    sync.Mutex // the pass asks from several clusters at once
 	kinds map[schema.GroupVersionKind]sets.Set[string]
 }
 
 // has reports whether a mirror or pull mirror of gvk in any cluster refers
 // to a source in the cluster named cluster.
 func (r *referencedClusters) has(gvk schema.GroupVersionKind, cluster string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.kinds == nil {
 		r.kinds = map[schema.GroupVersionKind]sets.Set[string]{}
 	}

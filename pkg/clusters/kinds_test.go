@@ -1,7 +1,11 @@
 package clusters_test
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,4 +202,60 @@ func TestKindsNoticeNewSourcesWithoutPolling(t *testing.T) {
 		Labels: map[string]string{annotations.LabelPull: "true"}, Annotations: map[string]string{annotations.AnnotationMirrorFrom: "app/x"}}})).To(Succeed())
 	g.Eventually(c.Watched, "2s", "10ms").Should(ConsistOf(configMaps, secrets))
 	t.Logf("a pull mirror of a kind not watched was watched after %s", time.Since(start).Round(time.Millisecond))
+}
+
+// slowDiscovery holds every discovery request (/api, /apis and below) for
+// a while, and counts the most it held at once, over every transport it
+// wraps.
+type slowDiscovery struct {
+	mu   sync.Mutex
+	now  int
+	most int
+}
+
+func (s *slowDiscovery) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Query().Get("watch") == "" && (r.URL.Path == "/api" || r.URL.Path == "/api/v1" || strings.HasPrefix(r.URL.Path, "/apis")) {
+			s.mu.Lock()
+			s.now++
+			s.most = max(s.most, s.now)
+			s.mu.Unlock()
+			defer func() {
+				s.mu.Lock()
+				s.now--
+				s.mu.Unlock()
+			}()
+			time.Sleep(100 * time.Millisecond)
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// A pass looks at several clusters at once: a hub replica that takes over
+// hundreds of clusters asks each for the REST mapping of every kind it
+// starts to watch there, and one round trip after the other to a loaded
+// API server made the last cluster wait for all the others. Eight clusters
+// whose discovery answers slowly are asked side by side.
+func TestKindsPassLooksAtClustersSideBySide(t *testing.T) {
+	g := NewWithT(t)
+	fleet, ctx := fleettest.APIServer(t)
+	slow := &slowDiscovery{}
+	cfg := rest.CopyConfig(fleet.Hub.Config)
+	cfg.Wrap(slow.wrap)
+	configMaps := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	var cs []*clusters.Cluster
+	for i := range 8 {
+		c, err := clusters.New(cfg, clusters.Options{Name: fmt.Sprintf("c%d", i), ManagedBy: annotations.ManagedByMember, Handler: ignoreEvents{}})
+		g.Expect(err).NotTo(HaveOccurred())
+		c.Start(ctx)
+		cs = append(cs, c)
+	}
+	kinds := clusters.NewKinds(clusters.KindOptions{Explicit: []schema.GroupVersionKind{configMaps}, ManagedBy: annotations.ManagedByMember})
+	kinds.Step(ctx, cs)
+	for _, c := range cs {
+		g.Expect(c.Watched()).To(ConsistOf(configMaps), "cluster %s", c.Name())
+	}
+	slow.mu.Lock()
+	defer slow.mu.Unlock()
+	g.Expect(slow.most).To(BeNumerically(">", 1), "the clusters were asked one after the other")
 }
