@@ -303,6 +303,14 @@ func newWithHTTPClient(cfg *rest.Config, httpClient *http.Client, opts Options) 
 		c.slots = make(chan struct{}, opts.MaxCallsInFlight)
 	}
 	c.namespaces = c.followHealth(newWatch(c.watchSource(namespacesGVR, labels.Everything(), true), "namespaces", opts.Resync, nil, stripMetadata))
+	// Namespaces are LISTed, not streamed: everything waits for them (a
+	// cluster is up once they have synced), and the API server ends a
+	// streamed list at its next bookmark tick, 1 to 1.25 s later
+	// (kubernetes/kubernetes#122277): every agent start, and every cluster
+	// a hub replica took over, waited that second. Their list is small,
+	// metadata only; the mirrors and sources, which may be 100,000, keep
+	// streaming theirs.
+	c.namespaces.noWatchList.Store(true)
 	c.namespaces.setHandler(func(obj any, _ bool) {
 		c.namespacesGen.Add(1) // after the cache changed, before anyone is told
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {

@@ -601,13 +601,21 @@ func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 	}
 	switch interval := f.opts.ProbeInterval; {
 	case !synced:
-		return min(interval, time.Second) // waiting for the first sync
+		return min(interval, firstSyncPoll)
 	case err != nil:
 		return min(interval, clusters.DownProbeInterval)
 	default:
 		return interval
 	}
 }
+
+// firstSyncPoll is how often a started cluster is looked at until its
+// namespaces have synced: the look reads a flag and sends nothing, and the
+// cluster is up (its sources reconciled) at the first look after the sync.
+// It was a second, which every agent start and every cluster a hub replica
+// took over waited, for a LIST of namespaces that takes milliseconds (see
+// clusters.New).
+const firstSyncPoll = 50 * time.Millisecond
 
 // notReadyProbes is how many probes in a row an up cluster's API server
 // must answer with "not ready" before it is marked down. It answered, so it
