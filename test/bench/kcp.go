@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -369,45 +370,29 @@ func (k *kcpFleet) usage() ([]usage, error) {
 
 // watches counts the watches open in every kcp process, by resource.
 func (k *kcpFleet) watches(ctx context.Context) (map[string]float64, error) {
-	out := map[string]float64{}
-	for _, s := range k.servers {
-		fams, err := s.metrics(ctx, "apiserver_longrunning_requests")
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range fams.Series("apiserver_longrunning_requests", "verb", "WATCH") {
-			out[resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource"))] += fleettest.SampleValue(m)
-		}
-	}
-	return out, nil
+	return k.sumSeries(ctx, "apiserver_longrunning_requests", []string{"verb", "WATCH"}, func(m *dto.Metric) string {
+		return resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource"))
+	})
 }
 
 // requests counts the requests every kcp process has served, by "VERB
 // resource", with the code appended when it is not 2xx; only those
 // answered with code when code is not empty.
 func (k *kcpFleet) requests(ctx context.Context, code string) (counts, error) {
-	out := counts{}
-	for _, s := range k.servers {
-		fams, err := s.metrics(ctx, "apiserver_request_total")
-		if err != nil {
-			return nil, err
+	return k.sumSeries(ctx, "apiserver_request_total", nil, func(m *dto.Metric) string {
+		if code != "" && fleettest.Label(m, "code") != code {
+			return ""
 		}
-		for _, m := range fams.Series("apiserver_request_total") {
-			if code != "" && fleettest.Label(m, "code") != code {
-				continue
-			}
-			res := resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource"))
-			if res == "" {
-				res = nonResource
-			}
-			key := fleettest.Label(m, "verb") + " " + res
-			if c := fleettest.Label(m, "code"); !strings.HasPrefix(c, "2") {
-				key += " " + c
-			}
-			out[key] += fleettest.SampleValue(m)
+		res := resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), fleettest.Label(m, "subresource"))
+		if res == "" {
+			res = nonResource
 		}
-	}
-	return out, nil
+		key := fleettest.Label(m, "verb") + " " + res
+		if c := fleettest.Label(m, "code"); !strings.HasPrefix(c, "2") {
+			key += " " + c
+		}
+		return key
+	})
 }
 
 // terminatedWatchers counts the watchers every kcp process closed because
@@ -417,14 +402,24 @@ func (k *kcpFleet) requests(ctx context.Context, code string) (counts, error) {
 // thousand clusters reaches a thousand watchers at once, where each
 // cluster's own API server would have one.
 func (k *kcpFleet) terminatedWatchers(ctx context.Context) (counts, error) {
+	return k.sumSeries(ctx, "apiserver_terminated_watchers_total", nil, func(m *dto.Metric) string {
+		return resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), "")
+	})
+}
+
+// sumSeries adds up the series of metric name (those with labelPairs)
+// over every kcp process, by the key keyOf gives each ("" leaves it out).
+func (k *kcpFleet) sumSeries(ctx context.Context, name string, labelPairs []string, keyOf func(*dto.Metric) string) (counts, error) {
 	out := counts{}
 	for _, s := range k.servers {
-		fams, err := s.metrics(ctx, "apiserver_terminated_watchers_total")
+		fams, err := s.metrics(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range fams.Series("apiserver_terminated_watchers_total") {
-			out[resourceName(fleettest.Label(m, "group"), fleettest.Label(m, "resource"), "")] += fleettest.SampleValue(m)
+		for _, m := range fams.Series(name, labelPairs...) {
+			if key := keyOf(m); key != "" {
+				out[key] += fleettest.SampleValue(m)
+			}
 		}
 	}
 	return out, nil
