@@ -413,8 +413,18 @@ func InSync(live, want *unstructured.Unstructured, fieldManager string) bool {
 }
 
 func (a *Applier) isAccepted(uid types.UID, live, want string) bool {
+	_, ok := a.acceptedAs(uid, live, want)
+	return ok
+}
+
+// acceptedAs returns what was accepted for the mirror uid when it is
+// live taken for want.
+func (a *Applier) acceptedAs(uid types.UID, live, want string) (acceptance, bool) {
 	v, ok := a.accepted.Load(uid)
-	return ok && v.(acceptance).live == live && v.(acceptance).want == want
+	if !ok || v.(acceptance).live != live || v.(acceptance).want != want {
+		return acceptance{}, false
+	}
+	return v.(acceptance), true
 }
 
 // AsWritten reports whether the cached mirror m holds what we wrote last,
@@ -431,9 +441,8 @@ func (a *Applier) AsWritten(m *clusters.Mirror) bool {
 // from its cached resourceVersion, it loses nothing the server would not
 // add again.
 func (a *Applier) onlyServerAdded(m *clusters.Mirror) bool {
-	v, ok := a.accepted.Load(m.GetUID())
-	return ok && v.(acceptance).serverOnly && v.(acceptance).live == m.ObservedHash &&
-		v.(acceptance).want == m.GetAnnotations()[annotations.AnnotationContentHash]
+	acc, ok := a.acceptedAs(m.GetUID(), m.ObservedHash, m.GetAnnotations()[annotations.AnnotationContentHash])
+	return ok && acc.serverOnly
 }
 
 // noteAnswer accepts the labels and annotations the API server added to

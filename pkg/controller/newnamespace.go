@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sort"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
-	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
@@ -168,19 +166,15 @@ func (r *Reconciler) fastPass(ctx context.Context, c *clusters.Cluster, key Key,
 		return true, Result{}, nil // nothing of this source changes
 	}
 	var sum summary
-	stale := false
-	for i, res := range r.ensureTargets(ctx, key, src, &req, adopt, tgts, time.Time{}, false) {
-		if errors.Is(res.err, apply.ErrStaleSource) {
-			stale = true // the whole reconcile asks the API server
-			continue
-		}
-		sum.record(metrics.KindLabel(key.GVK), res)
+	results := r.ensureTargets(ctx, key, src, &req, adopt, tgts, time.Time{}, false)
+	stale := tally(key, tgts, results, nil, &sum) // the whole reconcile asks the API server about these
+	for i, res := range results {
 		switch res.outcome {
 		case apply.Created, apply.Updated, apply.Replaced, apply.Adopted:
 			r.carry(key, tgts[i].Namespace, res.outcome)
 		}
 	}
-	if stale || sum.err() != nil || len(sum.conflicts) > 0 || sum.skipped > 0 || len(sum.transformErrs) > 0 {
+	if len(stale) > 0 || sum.err() != nil || len(sum.conflicts) > 0 || sum.skipped > 0 || len(sum.transformErrs) > 0 {
 		// The whole reconcile says and retries what went wrong.
 		return false, Result{}, nil
 	}

@@ -513,6 +513,17 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 		tgts = r.copyOnce(key, ref, req.Name(key.Name), tgts, record, &sum)
 	}
 	results := r.ensureTargets(ctx, key, src, req, adopt, tgts, observedAt, verified)
+	stale = tally(key, tgts, results, carried, &sum)
+	if req.CopyOnce {
+		recordCopies(key, tgts, results, &sum)
+	}
+	return sum, stale
+}
+
+// tally records the results of writing tgts in sum, and returns the
+// targets whose mirror claims newer source content, which it leaves out.
+// carried holds what a fast pass wrote just before (see applyTargets).
+func tally(key Key, tgts []Target, results []result, carried map[string]apply.Outcome, sum *summary) (stale []Target) {
 	for i, res := range results {
 		if errors.Is(res.err, apply.ErrStaleSource) {
 			stale = append(stale, tgts[i])
@@ -524,10 +535,7 @@ func (r *Reconciler) applyTargets(ctx context.Context, key Key, src *unstructure
 		}
 		sum.recordAs(metrics.KindLabel(key.GVK), res, as)
 	}
-	if req.CopyOnce {
-		recordCopies(key, tgts, results, &sum)
-	}
-	return sum, stale
+	return stale
 }
 
 // ensureTargets makes the mirror of src in each of tgts hold the content
