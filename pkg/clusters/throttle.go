@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
@@ -17,8 +19,9 @@ import (
 // Throttling: an API server that answers 429 Too Many Requests is alive and
 // busy, not gone. It is never marked unreachable for that alone (the probe
 // counts a 429 as an answer, see fleet), and what it asks for is honoured
-// for the whole cluster at once: after a 429, no request but the probe is
-// sent to the cluster before its Retry-After has passed.
+// for the whole cluster at once: after a 429 of the API server as a whole
+// (serverWide), no request but the probe is sent to the cluster before its
+// Retry-After has passed.
 //
 // client-go honours Retry-After too, but per request: each call sleeps and
 // retries on its own, up to ten times, so that a hundred calls to a
@@ -94,10 +97,11 @@ func (t *throttle) refusal(d time.Duration) error {
 		int(math.Ceil(d.Seconds())))
 }
 
-// observe notes what the cluster answered: a 429 starts or extends the
-// back-off and loses its Retry-After header (see above).
+// observe notes what the cluster answered: a 429 of the API server as a
+// whole starts or extends the back-off and loses its Retry-After header
+// (see above).
 func (t *throttle) observe(resp *http.Response) {
-	if resp.StatusCode != http.StatusTooManyRequests {
+	if resp.StatusCode != http.StatusTooManyRequests || !serverWide(resp) {
 		return
 	}
 	d := retryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -109,6 +113,28 @@ func (t *throttle) observe(resp *http.Response) {
 	}
 	t.mu.Unlock()
 	metrics.Throttled.WithLabelValues(t.cluster).Inc()
+}
+
+// serverWide tells a 429 about the API server as a whole from one about
+// the resource a request asked for. The API server's filters (API Priority
+// and Fairness, max-in-flight, shutdown) and proxies before it answer with
+// plain text (http.Error) before any resource is looked at; a resource's
+// storage answers with a Status object in the request's serialization,
+// "storage is (re)initializing" from a watch cache that is still filling
+// (a CRD just created, an API server just started). Holding the whole
+// cluster for the latter would stall every other kind for a second while
+// one kind's cache fills, so that answer is left to client-go, which waits
+// out its Retry-After for that request alone.
+func serverWide(resp *http.Response) bool {
+	mediaType, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil {
+		return true
+	}
+	switch mediaType {
+	case runtime.ContentTypeJSON, runtime.ContentTypeProtobuf, runtime.ContentTypeYAML, runtime.ContentTypeCBOR:
+		return false
+	}
+	return true
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date (RFC 9110

@@ -52,29 +52,39 @@ func FuzzRetryAfter(f *testing.F) {
 }
 
 // throttlingServer answers 429 with Retry-After retryAfter while throttling
-// is set, else 200, and notes when each request arrived.
+// is set, else 200, and notes when each request arrived. Its 429 is API
+// Priority and Fairness's, or with resource set the one of a resource
+// whose watch cache is still filling.
 type throttlingServer struct {
 	*httptest.Server
 	mu         sync.Mutex
 	throttling bool
+	resource   bool
 	retryAfter string
 	arrived    []time.Time
 }
 
-func newThrottlingServer(t *testing.T, retryAfter string) *throttlingServer {
-	s := &throttlingServer{throttling: true, retryAfter: retryAfter}
+func newThrottlingServer(t *testing.T, retryAfter string, resource bool) *throttlingServer {
+	s := &throttlingServer{throttling: true, retryAfter: retryAfter, resource: resource}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s.mu.Lock()
 		s.arrived = append(s.arrived, time.Now())
-		throttling := s.throttling
+		throttling, resource := s.throttling, s.resource
 		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
 		if throttling {
 			w.Header().Set("Retry-After", s.retryAfter)
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`))
+			if resource {
+				// What a watch cache that is still filling answers.
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"storage is (re)initializing","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}`))
+				return
+			}
+			// What API Priority and Fairness answers.
+			http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
 			return
 		}
+		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(s.Close)
@@ -115,7 +125,7 @@ func TestThrottleHoldsTheClusterNotTheCall(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 
-	srv := newThrottlingServer(t, "1")
+	srv := newThrottlingServer(t, "1", false)
 	th := &throttle{cluster: "busy"}
 	c := srv.client(t, th)
 	start := time.Now()
@@ -136,7 +146,7 @@ func TestThrottleHoldsTheClusterNotTheCall(t *testing.T) {
 
 	// A long Retry-After: the cluster is not asked before it has passed,
 	// and a request is refused at once rather than held by a worker.
-	long := newThrottlingServer(t, "10")
+	long := newThrottlingServer(t, "10", false)
 	th = &throttle{cluster: "busier"}
 	c = long.client(t, th)
 	g.Expect(apierrors.IsTooManyRequests(c.Get().AbsPath("/x").Do(ctx).Error())).To(BeTrue())
@@ -154,4 +164,25 @@ func TestThrottleHoldsTheClusterNotTheCall(t *testing.T) {
 	err = c.Get().AbsPath("/readyz").Do(context.WithValue(ctx, probeKey{}, true)).Error()
 	g.Expect(apierrors.IsTooManyRequests(err)).To(BeTrue())
 	g.Expect(long.requests()).To(HaveLen(2))
+}
+
+// A 429 about one resource (a watch cache still filling, a CRD just
+// created) holds that request alone: client-go waits out its Retry-After
+// and sends it again, and the cluster's other requests go at once.
+func TestResourceThrottleHoldsTheCallNotTheCluster(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+
+	srv := newThrottlingServer(t, "1", true)
+	th := &throttle{cluster: "filling"}
+	c := srv.client(t, th)
+	done := make(chan error, 1)
+	go func() { done <- c.Get().AbsPath("/apis/example.com/v1/widgets").Do(ctx).Error() }()
+	g.Eventually(srv.requests).Should(HaveLen(1))
+	g.Expect(th.remaining()).To(BeNumerically("<=", 0), "the cluster is held for one resource's 429")
+	srv.heal()
+	g.Eventually(done, 5*time.Second).Should(Receive(BeNil()), "client-go sent the request again after its Retry-After")
+	arrived := srv.requests()
+	g.Expect(arrived).To(HaveLen(2))
+	g.Expect(arrived[1].Sub(arrived[0])).To(BeNumerically(">=", 900*time.Millisecond), "sent again before the Retry-After had passed")
 }

@@ -77,10 +77,11 @@ func NewHTTPFaultProxy(upstream *rest.Config) (*HTTPFaultProxy, error) {
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write([]byte(`{"kind":`))
 			panic(http.ErrAbortHandler) // the stream is reset mid-response
+		case status == http.StatusTooManyRequests:
+			// As API Priority and Fairness answers: plain text.
+			w.Header().Set("Retry-After", retryAfter)
+			http.Error(w, "Too many requests, please try again later.", status)
 		case status != 0:
-			if status == http.StatusTooManyRequests {
-				w.Header().Set("Retry-After", retryAfter)
-			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
 			_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the fault proxy","code":%d}`, status)

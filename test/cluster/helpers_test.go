@@ -98,7 +98,34 @@ func install(t testing.TB, release, ns, chart string, args ...string) {
 		handOverCRD(t, release, ns)
 	}
 	base := []string{"upgrade", "--install", release, chart, "--namespace", ns, "--create-namespace", "--wait", "--timeout", "3m"}
-	helm(t, append(base, args...)...)
+	args = append(base, args...)
+	if out, err := tryCommand(env.helm, args...); err != nil {
+		t.Fatalf("helm %s: %v\n%s\n%s", strings.Join(args, " "), err, out, whyNotReady(ns))
+	}
+}
+
+// whyNotReady is what the node says about the Pods of ns: their state,
+// the namespace's Events, the last lines of each container's log, the
+// node's conditions and the free disk, so that a release that did not get
+// Ready says why.
+func whyNotReady(ns string) string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"get", "pods,deployments,replicasets", "-n", ns, "-o", "wide"},
+		{"describe", "pods", "-n", ns},
+		{"get", "events", "-n", ns, "--sort-by=.lastTimestamp"},
+		{"logs", "-n", ns, "--all-containers", "--prefix", "--tail=40", "-l", "app.kubernetes.io/name"},
+		{"get", "nodes", "-o", "wide"},
+		{"describe", "nodes"},
+	} {
+		out, err := tryCommand(env.kubectl, args...)
+		fmt.Fprintf(&b, "--- kubectl %s (%v)\n%s\n", strings.Join(args, " "), err, out)
+	}
+	// A full disk stops containerd from unpacking an image before the
+	// kubelet reports DiskPressure.
+	out, err := tryCommand("df", "-h", os.TempDir(), env.root)
+	fmt.Fprintf(&b, "--- df (%v)\n%s\n", err, out)
+	return b.String()
 }
 
 // release installs chart as release in ns, like install, and removes it at
@@ -107,12 +134,14 @@ func install(t testing.TB, release, ns, chart string, args ...string) {
 // release lives there).
 func release(t testing.TB, name, ns, chart string, args ...string) {
 	t.Helper()
-	install(t, name, ns, chart, args...)
+	// The cleanup goes first: an install that fails half way leaves
+	// cluster-wide objects that would stop every later test's install.
 	t.Cleanup(func() {
 		_, _ = tryCommand(env.helm, "uninstall", name, "--namespace", ns, "--wait", "--timeout", "5m")
 		sweep(t, name)
 		_, _ = tryCommand(env.kubectl, "delete", "namespace", ns, "--ignore-not-found", "--wait=false")
 	})
+	install(t, name, ns, chart, args...)
 }
 
 // sweep deletes the cluster-wide objects of a release whose namespace,
