@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
@@ -594,14 +595,13 @@ func (c *Cluster) watchSourceIn(gvr schema.GroupVersionResource, ns string, sel 
 	if asMetadata {
 		accept, next = acceptMetadataJSON, nextMetadata
 	}
-	list := func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
-		var l runtime.Object
-		var err error
+	page := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		if asMetadata {
-			l, err = c.md.Resource(gvr).Namespace(ns).List(ctx, o)
-		} else {
-			l, err = c.dyn.Resource(gvr).Namespace(ns).List(ctx, o)
+			return c.md.Resource(gvr).Namespace(ns).List(ctx, o)
 		}
+		return c.dyn.Resource(gvr).Namespace(ns).List(ctx, o)
+	}
+	items := func(l runtime.Object, err error) ([]runtime.Object, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
@@ -612,6 +612,13 @@ func (c *Cluster) watchSourceIn(gvr schema.GroupVersionResource, ns string, sel 
 		items, err := meta.ExtractList(l)
 		return items, lm.GetResourceVersion(), err
 	}
+	list := func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
+		return items(page(ctx, o))
+	}
+	listPaged := func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
+		l, _, err := pager.New(page).List(ctx, o)
+		return items(l, err)
+	}
 	return watchSource{
 		open: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
 			return c.watchREST.Get().AbsPath(path...).
@@ -620,6 +627,7 @@ func (c *Cluster) watchSourceIn(gvr schema.GroupVersionResource, ns string, sel 
 				Stream(ctx)
 		},
 		list:          list,
+		listPaged:     listPaged,
 		next:          next,
 		selector:      sel.String(),
 		fieldSelector: fsel.String(),

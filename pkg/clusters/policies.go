@@ -79,6 +79,10 @@ func (c *Cluster) WatchPolicies(ctx context.Context) (bool, error) {
 		return false, nil //nolint:nilerr // not served: no policies here
 	}
 	w := c.watch(mapping.Resource, labels.Everything(), cache.Indexers{indexPolicySources: indexByPolicySources}, toPolicy)
+	// The first request for a CRD's objects creates the API server's
+	// cache of them: a paged list is served meanwhile, an unpaged one
+	// waits a second (see paged).
+	w.paged = true
 	// The watch's first list is made here, not by its loop: a watch the
 	// agent may not open would retry forever, and an agent installed
 	// without the permission goes without policies, as the log says.

@@ -108,6 +108,32 @@ func TestPoliciesCRDInstalledLater(t *testing.T) {
 	g.Expect(c.PolicyKinds().UnsortedList()).To(ConsistOf(configMaps))
 }
 
+// The first request for a CRD's objects creates the API server's cache of
+// them, which answers 429 "storage is (re)initializing" with Retry-After 1
+// until it has filled: the policies of a CRD installed moments before the
+// agent (helm install, the benchmark) are listed at once all the same,
+// from etcd, not a second later. Before, every first start of an agent
+// waited that second before it mirrored anything.
+func TestPoliciesOfANewCRDListedAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	fleet, ctx := fleettest.APIServer(t)
+	g.Expect(fleettest.InstallPolicyCRD(fleet.Hub.Config)).Error().NotTo(HaveOccurred())
+	c, requests := countedCluster(ctx, t, rest.CopyConfig(fleet.Hub.Config), "new-crd", annotations.ManagedByMember)
+
+	configMaps := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	kinds := clusters.NewKinds(clusters.KindOptions{Explicit: []schema.GroupVersionKind{configMaps}, Lazy: true,
+		Policies: true, DiscoveryInterval: 1 << 40, ManagedBy: annotations.ManagedByMember})
+	kinds.Step(ctx, []*clusters.Cluster{c})
+	listed := requests.Statuses(http.MethodGet, "/mirrorpolicies")
+	g.Expect(listed).NotTo(BeEmpty(), "the pass did not list the MirrorPolicies")
+	g.Expect(listed[0]).To(Equal(http.StatusOK), "the first list of a new CRD's objects was refused while the API server's cache filled: %v", listed)
+
+	// The watch that follows it catches up once the cache has filled: a
+	// policy created now is served.
+	g.Expect(fleet.Hub.Client.Create(ctx, configMapPolicy("db"))).To(Succeed())
+	g.Eventually(c.Policies, "10s", "50ms").Should(HaveLen(1))
+}
+
 // policyLookups is a Handler that, like the reconciler, reads each policy
 // it is told of from the cluster, and reports whether it was there.
 type policyLookups struct {

@@ -67,6 +67,12 @@ type watch struct {
 	// listed is the resourceVersion of a list stored before run (see
 	// listFirst): the first stream resumes from it.
 	listed string
+	// paged lists in pages (client-go's pager, 500 objects a page). An
+	// API server whose cache of the collection is still filling (a CRD's
+	// first request creates it) answers an unpaged list without selectors
+	// with 429 "storage is (re)initializing" and Retry-After 1, and
+	// serves a paged one from etcd at once (KEP-4568).
+	paged bool
 }
 
 // watchSource is where a watch reads: one collection of one cluster.
@@ -74,8 +80,8 @@ type watchSource struct {
 	// open starts a watch stream of the collection with opts.
 	open func(ctx context.Context, opts metav1.ListOptions) (io.ReadCloser, error)
 	// list LISTs the collection with opts: the items and the list's
-	// resourceVersion.
-	list func(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, string, error)
+	// resourceVersion; listPaged the same, in pages.
+	list, listPaged func(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, string, error)
 	// next decodes the next event of a stream (see nextUnstructured).
 	next func(dec sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
 	// selector is the label selector of every request, fieldSelector its
@@ -265,7 +271,15 @@ func (w *watch) listFirst(ctx context.Context) error {
 // list LISTs the collection into the store, as Replace does, and returns
 // the list's resourceVersion to watch from.
 func (w *watch) list(ctx context.Context) (string, error) {
-	items, rv, err := w.src.list(ctx, metav1.ListOptions{LabelSelector: w.src.selector, FieldSelector: w.src.fieldSelector})
+	opts := metav1.ListOptions{LabelSelector: w.src.selector, FieldSelector: w.src.fieldSelector}
+	var items []runtime.Object
+	var rv string
+	var err error
+	if w.paged {
+		items, rv, err = w.src.listPaged(ctx, opts)
+	} else {
+		items, rv, err = w.src.list(ctx, opts)
+	}
 	if err != nil {
 		return "", err
 	}

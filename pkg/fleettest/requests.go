@@ -38,6 +38,22 @@ func (r *Requests) Count(method, suffix string, status int) int {
 	return n
 }
 
+// Statuses are the statuses of the requests of method to a path ending in
+// suffix, in the order they were answered.
+func (r *Requests) Statuses(method, suffix string) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for _, c := range r.list {
+		var m, path string
+		var status int
+		if _, err := fmt.Sscanf(c, "%s %s %d", &m, &path, &status); err == nil && m == method && strings.HasSuffix(path, suffix) {
+			out = append(out, status)
+		}
+	}
+	return out
+}
+
 // Writes counts the requests other than GET that the API server accepted.
 func (r *Requests) Writes() int {
 	r.mu.Lock()
