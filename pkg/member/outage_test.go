@@ -172,8 +172,14 @@ func TestOwnAPIServerOutage(t *testing.T) {
 	default:
 	}
 	// Recovering, the agent did not conflict with itself on any object of
-	// this test.
+	// this test. Events are not among them: client-go's recorder sends an
+	// Event again when its first POST got no answer, and one that the
+	// API server stored before it stopped is answered 409 AlreadyExists,
+	// which ends the recorder's retries (seen once in make test).
 	for _, r := range agent.requests.detailed() {
+		if strings.HasSuffix(r.URL.Path, "/events") {
+			continue
+		}
 		if r.Status == http.StatusConflict && strings.Contains(r.URL.Path, "/namespaces/"+strings.TrimSuffix(ns[0], "src")) {
 			t.Errorf("409 on the agent's own write: %s %s", r.Method, r.URL.Path)
 		}
