@@ -601,7 +601,11 @@ func (c *Cluster) watchSourceIn(gvr schema.GroupVersionResource, ns string, sel 
 		}
 		return c.dyn.Resource(gvr).Namespace(ns).List(ctx, o)
 	}
-	items := func(l runtime.Object, err error) ([]runtime.Object, string, error) {
+	// Pages of o.Limit objects, if set; else one unpaged list (the pager
+	// has no page size of its own here).
+	pages := &pager.ListPager{PageFn: page, FullListIfExpired: true}
+	list := func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
+		l, _, err := pages.List(ctx, o)
 		if err != nil {
 			return nil, "", err
 		}
@@ -612,13 +616,6 @@ func (c *Cluster) watchSourceIn(gvr schema.GroupVersionResource, ns string, sel 
 		items, err := meta.ExtractList(l)
 		return items, lm.GetResourceVersion(), err
 	}
-	list := func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
-		return items(page(ctx, o))
-	}
-	listPaged := func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
-		l, _, err := pager.New(page).List(ctx, o)
-		return items(l, err)
-	}
 	return watchSource{
 		open: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
 			return c.watchREST.Get().AbsPath(path...).
@@ -627,7 +624,6 @@ func (c *Cluster) watchSourceIn(gvr schema.GroupVersionResource, ns string, sel 
 				Stream(ctx)
 		},
 		list:          list,
-		listPaged:     listPaged,
 		next:          next,
 		selector:      sel.String(),
 		fieldSelector: fsel.String(),

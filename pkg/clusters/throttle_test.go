@@ -59,7 +59,7 @@ type throttlingServer struct {
 	*httptest.Server
 	mu         sync.Mutex
 	throttling bool
-	resource   bool
+	resource   bool // set before the server starts
 	retryAfter string
 	arrived    []time.Time
 }
@@ -69,11 +69,11 @@ func newThrottlingServer(t *testing.T, retryAfter string, resource bool) *thrott
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s.mu.Lock()
 		s.arrived = append(s.arrived, time.Now())
-		throttling, resource := s.throttling, s.resource
+		throttling := s.throttling
 		s.mu.Unlock()
 		if throttling {
 			w.Header().Set("Retry-After", s.retryAfter)
-			if resource {
+			if s.resource { // set before the server started
 				// What a watch cache that is still filling answers.
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusTooManyRequests)

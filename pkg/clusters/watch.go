@@ -67,7 +67,7 @@ type watch struct {
 	// listed is the resourceVersion of a list stored before run (see
 	// listFirst): the first stream resumes from it.
 	listed string
-	// paged lists in pages (client-go's pager, 500 objects a page). An
+	// paged lists in pages of listPageSize objects. An
 	// API server whose cache of the collection is still filling (a CRD's
 	// first request creates it) answers an unpaged list without selectors
 	// with 429 "storage is (re)initializing" and Retry-After 1, and
@@ -75,13 +75,16 @@ type watch struct {
 	paged bool
 }
 
+// listPageSize is the page of a paged list, client-go's pager's default.
+const listPageSize = 500
+
 // watchSource is where a watch reads: one collection of one cluster.
 type watchSource struct {
 	// open starts a watch stream of the collection with opts.
 	open func(ctx context.Context, opts metav1.ListOptions) (io.ReadCloser, error)
-	// list LISTs the collection with opts: the items and the list's
-	// resourceVersion; listPaged the same, in pages.
-	list, listPaged func(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, string, error)
+	// list LISTs the collection with opts, in pages of opts.Limit objects
+	// if it is set: the items and the list's resourceVersion.
+	list func(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, string, error)
 	// next decodes the next event of a stream (see nextUnstructured).
 	next func(dec sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
 	// selector is the label selector of every request, fieldSelector its
@@ -272,14 +275,10 @@ func (w *watch) listFirst(ctx context.Context) error {
 // the list's resourceVersion to watch from.
 func (w *watch) list(ctx context.Context) (string, error) {
 	opts := metav1.ListOptions{LabelSelector: w.src.selector, FieldSelector: w.src.fieldSelector}
-	var items []runtime.Object
-	var rv string
-	var err error
 	if w.paged {
-		items, rv, err = w.src.listPaged(ctx, opts)
-	} else {
-		items, rv, err = w.src.list(ctx, opts)
+		opts.Limit = listPageSize
 	}
+	items, rv, err := w.src.list(ctx, opts)
 	if err != nil {
 		return "", err
 	}

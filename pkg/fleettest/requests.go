@@ -27,11 +27,9 @@ func (r *Requests) Wrap(next http.RoundTripper) http.RoundTripper {
 // Count counts the requests of method to a path ending in suffix that were
 // answered with status.
 func (r *Requests) Count(method, suffix string, status int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
-	for _, c := range r.list {
-		if strings.HasPrefix(c, method+" ") && strings.HasSuffix(c, fmt.Sprintf("%s %d", suffix, status)) {
+	for _, s := range r.Statuses(method, suffix) {
+		if s == status {
 			n++
 		}
 	}
