@@ -179,6 +179,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	log.Info("Stopping workers")
 	q.ShutDown()
 	wg.Wait()
+	// A key changed while its rest ran is put back in the queue when the
+	// rest ends (q.Done), which may be after every worker left. The queue
+	// goes, but the depth it counted is a series that outlives it, and a
+	// replica that wins its lease back runs the loop again: take the keys
+	// out, so the depth reads zero (one rest stranded so made the depth
+	// read 1 for good in a hub restarted in the same process).
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		q.Done(k)
+	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
@@ -295,11 +296,17 @@ func TestReconcileRest(t *testing.T) {
 	g.Eventually(logged, "5s", "10ms").Should(Equal([]string{"a", "b", "a rest 1", "a", "a rest 2", "a", "a rest 3", "a", "a rest 4"}))
 	g.Expect(testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(name, "error"))).To(Equal(1.0))
 
-	// A rest in flight at cancellation: Run waits for it.
+	// A rest in flight at cancellation, and a change of its source queued
+	// meanwhile: Run waits for the rest, and leaves nothing counted in the
+	// queue's depth, a series that outlives the run (a replica that loses
+	// its lease and wins it back runs the loop again in the same process).
 	q.Add(Key{Name: "a"})
 	g.Eventually(restsRun.Load, "5s", "10ms").Should(Equal(int32(5)))
+	q.Add(Key{Name: "a"})
 	cancel()
 	g.Consistently(done, "100ms").ShouldNot(Receive(), "Run returned before the rest in flight")
 	release <- nil
 	g.Eventually(done, "5s").Should(Receive(BeNil()))
+	depth := metrics.Queue.NewDepthMetric(name).(prometheus.Collector)
+	g.Expect(testutil.ToFloat64(depth)).To(BeZero(), "keys left counted in the queue's depth")
 }

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
@@ -40,14 +41,17 @@ func TestRestartWritesNothing(t *testing.T) {
 	defer w.Stop()
 	before := hubCounter("fleetmirror_sync_operations_total", "unchanged")
 	hubAgent = startHub()
+	restarted := time.Now()
 
 	// The restarted hub has reconciled the sources against both members
 	// and has nothing left to do.
-	g.Eventually(func() bool {
-		return hubCounter("fleetmirror_sync_operations_total", "unchanged") >= before+2 &&
-			hubGauge("workqueue_depth", "hub") == 0 &&
-			hubGauge("fleetmirror_hub_cluster_up", "member-a") == 1 && hubGauge("fleetmirror_hub_cluster_up", "member-b") == 1
-	}, timeout, poll).Should(BeTrue())
+	g.Eventually(func(g Gomega) {
+		g.Expect(hubGauge("fleetmirror_hub_cluster_up", "member-a")).To(Equal(1.0), "member-a up")
+		g.Expect(hubGauge("fleetmirror_hub_cluster_up", "member-b")).To(Equal(1.0), "member-b up")
+		g.Expect(hubCounter("fleetmirror_sync_operations_total", "unchanged")-before).To(BeNumerically(">=", 2), "unchanged sync operations since the restart")
+		g.Expect(hubGauge("workqueue_depth", "hub")).To(BeZero(), "sources queued")
+	}, timeout, poll).Should(Succeed())
+	t.Logf("the restarted hub settled in %v", time.Since(restarted))
 	for done := false; !done; {
 		select {
 		case ev := <-w.ResultChan():
