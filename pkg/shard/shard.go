@@ -240,6 +240,7 @@ func (s *sharder) step(ctx context.Context) {
 	innerListed := s.innerListed
 	s.mu.Unlock()
 	assigned := Assign(slices.Collect(maps.Keys(regs)), live, s.opts.Epsilon)
+	checked := silentChecked{}
 	for _, name := range slices.Sorted(maps.Keys(regs)) {
 		reg := regs[name]
 		h := s.held[name]
@@ -254,7 +255,7 @@ func (s *sharder) step(ctx context.Context) {
 			if h.reg != reg { // registered again: the old engagement ended with it
 				s.engageIdle(ctx, name, reg, h)
 			}
-			if want && !settling && !s.leases.claimedByOther(ctx, name) {
+			if want && !settling && !s.leases.claimedByOther(ctx, name, checked) {
 				h.state = claimed
 				s.claim(name, true)
 			}
@@ -263,7 +264,7 @@ func (s *sharder) step(ctx context.Context) {
 			case !want:
 				h.state = idle
 				s.claim(name, false)
-			case s.leases.seenOwnClaim(name) && !s.leases.claimedByOther(ctx, name):
+			case s.leases.seenOwnClaim(name) && !s.leases.claimedByOther(ctx, name, checked):
 				s.serve(ctx, name, reg, h)
 			}
 		case serving:
