@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const kubeconfigTemplate = `apiVersion: v1
@@ -127,5 +128,64 @@ func TestMirroredRegistrationsAreRefused(t *testing.T) {
 		if why := mirrored(s); (why != "") != tt.refused {
 			t.Errorf("%s: mirrored = %q, want refused %v", tt.name, why, tt.refused)
 		}
+	}
+}
+
+// A sync parses a registration Secret once per resourceVersion: the same
+// version gives back what was parsed (a failure too), a new one is parsed
+// again, and a Secret that a sync did not look at is forgotten.
+func TestParsedOncePerVersion(t *testing.T) {
+	secret := func(uid, rv string, data []byte) *corev1.Secret {
+		s := plainSecret(data)
+		s.UID, s.ResourceVersion = types.UID(uid), rv
+		return s
+	}
+	good := kubeconfig("insecure-skip-tls-verify: true", "token: abc")
+	ps := parsedSecrets{}
+	a1, err := ps.parse(secret("a", "1", good), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, badErr := ps.parse(secret("b", "1", []byte("{{{")), false)
+	if badErr == nil {
+		t.Fatal("garbage parsed")
+	}
+	ps.forgetUnseen()
+
+	steps := []struct {
+		name     string
+		uid, rv  string
+		data     []byte
+		samePtr  *registration // the registration expected back, when it must be the one parsed before
+		sameErr  error
+		newParse bool
+	}{
+		{"same version: parsed before", "a", "1", good, a1, nil, false},
+		{"same version of a failure: the same failure", "b", "1", []byte("{{{"), nil, badErr, false},
+		{"new version: parsed again", "a", "2", kubeconfig("insecure-skip-tls-verify: true", "token: xyz"), nil, nil, true},
+	}
+	for _, st := range steps {
+		reg, err := ps.parse(secret(st.uid, st.rv, st.data), false)
+		switch {
+		case st.sameErr != nil && err != st.sameErr: //nolint:errorlint // the very error kept
+			t.Errorf("%s: error %v, want the one kept, %v", st.name, err, st.sameErr)
+		case st.samePtr != nil && reg != st.samePtr:
+			t.Errorf("%s: parsed again", st.name)
+		case st.newParse && (reg == nil || reg == a1 || reg.config.BearerToken != "xyz"):
+			t.Errorf("%s: got %+v, want the new version parsed", st.name, reg)
+		}
+	}
+	// b was looked at in this sync, a too; c never: after a sync that
+	// looks at a alone, b is forgotten and parsed again when it returns.
+	ps.forgetUnseen()
+	if _, err := ps.parse(secret("a", "2", nil), false); err != nil {
+		t.Fatalf("a, kept: %v", err)
+	}
+	ps.forgetUnseen()
+	if _, ok := ps["b"]; ok {
+		t.Error("b kept after a sync that did not see it")
+	}
+	if _, err := ps.parse(secret("b", "1", []byte("{{{")), false); err == badErr { //nolint:errorlint // the very error kept
+		t.Error("b, forgotten, came back with the failure kept before")
 	}
 }
