@@ -142,7 +142,11 @@ func (p *RecordingProxy) Close() { p.server.Close() }
 func (r *Requests) List() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.list)
+	out := make([]string, len(r.list))
+	for i, c := range r.list {
+		out[i] = fmt.Sprintf("%s %s %d", c.method, c.path, c.status)
+	}
+	return out
 }
 
 // RegisterAs creates a plain registration Secret named secretName that

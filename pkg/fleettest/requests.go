@@ -2,7 +2,6 @@ package fleettest
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,12 +10,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Requests records the requests sent through the transports it wraps, as
-// "METHOD PATH STATUS" (status 0 when the request failed without one).
+// Requests records the requests sent through the transports it wraps.
 // Wrap is a rest.Config's Wrap function.
 type Requests struct {
 	mu   sync.Mutex
-	list []string
+	list []request
+}
+
+// request is one recorded request; status is 0 when it failed without one.
+type request struct {
+	method, path string
+	status       int
 }
 
 // Wrap returns next, recording every request it sends.
@@ -43,10 +47,8 @@ func (r *Requests) Statuses(method, suffix string) []int {
 	defer r.mu.Unlock()
 	var out []int
 	for _, c := range r.list {
-		var m, path string
-		var status int
-		if _, err := fmt.Sscanf(c, "%s %s %d", &m, &path, &status); err == nil && m == method && strings.HasSuffix(path, suffix) {
-			out = append(out, status)
+		if c.method == method && strings.HasSuffix(c.path, suffix) {
+			out = append(out, c.status)
 		}
 	}
 	return out
@@ -58,9 +60,7 @@ func (r *Requests) Writes() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, c := range r.list {
-		var method, path string
-		var status int
-		if _, err := fmt.Sscanf(c, "%s %s %d", &method, &path, &status); err == nil && method != http.MethodGet && status > 0 && status < 300 {
+		if c.method != http.MethodGet && c.status > 0 && c.status < 300 {
 			n++
 		}
 	}
@@ -79,7 +79,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		status = resp.StatusCode
 	}
 	r.requests.mu.Lock()
-	r.requests.list = append(r.requests.list, fmt.Sprintf("%s %s %d", req.Method, req.URL.Path, status))
+	r.requests.list = append(r.requests.list, request{method: req.Method, path: req.URL.Path, status: status})
 	r.requests.mu.Unlock()
 	return resp, err
 }
