@@ -132,8 +132,9 @@ func TestMirroredRegistrationsAreRefused(t *testing.T) {
 }
 
 // A sync parses a registration Secret once per resourceVersion: the same
-// version gives back what was parsed (a failure too), a new one is parsed
-// again, and a Secret that a sync did not look at is forgotten.
+// version gives back what the previous sync parsed (a failure too), a new
+// one is parsed again, and a Secret that a sync did not look at is
+// forgotten.
 func TestParsedOncePerVersion(t *testing.T) {
 	secret := func(uid, rv string, data []byte) *corev1.Secret {
 		s := plainSecret(data)
@@ -141,17 +142,17 @@ func TestParsedOncePerVersion(t *testing.T) {
 		return s
 	}
 	good := kubeconfig("insecure-skip-tls-verify: true", "token: abc")
-	ps := parsedSecrets{}
-	a1, err := ps.parse(secret("a", "1", good), false)
+	first := parsedSecrets{}
+	a1, err := first.parse(secret("a", "1", good), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, badErr := ps.parse(secret("b", "1", []byte("{{{")), false)
+	_, badErr := first.parse(secret("b", "1", []byte("{{{")), nil, false)
 	if badErr == nil {
 		t.Fatal("garbage parsed")
 	}
-	ps.forgetUnseen()
 
+	second := parsedSecrets{}
 	steps := []struct {
 		name     string
 		uid, rv  string
@@ -165,7 +166,7 @@ func TestParsedOncePerVersion(t *testing.T) {
 		{"new version: parsed again", "a", "2", kubeconfig("insecure-skip-tls-verify: true", "token: xyz"), nil, nil, true},
 	}
 	for _, st := range steps {
-		reg, err := ps.parse(secret(st.uid, st.rv, st.data), false)
+		reg, err := second.parse(secret(st.uid, st.rv, st.data), first, false)
 		switch {
 		case st.sameErr != nil && err != st.sameErr: //nolint:errorlint // the very error kept
 			t.Errorf("%s: error %v, want the one kept, %v", st.name, err, st.sameErr)
@@ -175,17 +176,16 @@ func TestParsedOncePerVersion(t *testing.T) {
 			t.Errorf("%s: got %+v, want the new version parsed", st.name, reg)
 		}
 	}
-	// b was looked at in this sync, a too; c never: after a sync that
-	// looks at a alone, b is forgotten and parsed again when it returns.
-	ps.forgetUnseen()
-	if _, err := ps.parse(secret("a", "2", nil), false); err != nil {
+	// A third sync looks at a alone: a is kept, b is forgotten and parsed
+	// again when it returns.
+	third := parsedSecrets{}
+	if _, err := third.parse(secret("a", "2", nil), second, false); err != nil {
 		t.Fatalf("a, kept: %v", err)
 	}
-	ps.forgetUnseen()
-	if _, ok := ps["b"]; ok {
+	if _, ok := third["b"]; ok {
 		t.Error("b kept after a sync that did not see it")
 	}
-	if _, err := ps.parse(secret("b", "1", []byte("{{{")), false); err == badErr { //nolint:errorlint // the very error kept
+	if _, err := (parsedSecrets{}).parse(secret("b", "1", []byte("{{{")), third, false); err == badErr { //nolint:errorlint // the very error kept
 		t.Error("b, forgotten, came back with the failure kept before")
 	}
 }

@@ -41,7 +41,7 @@ func BenchmarkSyncOfAThousandRegistrations(b *testing.B) {
 		}
 	}
 	s := &secretsSync{p: &KubeconfigSecrets{Recorder: record.NewFakeRecorder(2000)}, e: nopEngager{},
-		engaged: engagedSet{}, refused: map[string]string{}, parsed: parsedSecrets{}}
+		engaged: engagedSet{}, refused: map[string]string{}}
 	ctx := context.Background()
 	s.sync(ctx, []cache.SharedIndexInformer{inf}) // every cluster engaged
 	if len(s.engaged) != 1000 {
