@@ -67,11 +67,11 @@ type watch struct {
 	// listed is the resourceVersion of a list stored before run (see
 	// listFirst): the first stream resumes from it.
 	listed string
-	// paged lists in pages of listPageSize objects. An
-	// API server whose cache of the collection is still filling (a CRD's
-	// first request creates it) answers an unpaged list without selectors
-	// with 429 "storage is (re)initializing" and Retry-After 1, and
-	// serves a paged one from etcd at once (KEP-4568).
+	// paged lists in pages of listPageSize objects. An API server whose
+	// cache of the collection is still filling (a CRD's first request
+	// creates it) answers an unpaged list without selectors with 429
+	// "storage is (re)initializing" and Retry-After 1, and serves a paged
+	// one from etcd at once (KEP-4568).
 	paged bool
 }
 

@@ -19,8 +19,7 @@ func NewStepLeases(cfg *rest.Config, namespace, group, identity string, duration
 	if err != nil {
 		return nil, err
 	}
-	return &StepLeases{&leases{client: c.Leases(namespace), name: leaseName(group, identity), identity: identity,
-		group: group, duration: duration, changed: func() {}, peers: map[string]*peer{}}}, nil
+	return &StepLeases{newLeases(c.Leases(namespace), group, identity, duration, func() {})}, nil
 }
 
 // ObserveSilent records lease as the watch would, last seen changing two

@@ -64,6 +64,13 @@ type leases struct {
 	pubRV     string    // and the resourceVersion it produced
 }
 
+// newLeases is replica identity's view of the Leases of group, read and
+// written through client; changed is called as leases.changed.
+func newLeases(client coordinationclient.LeaseInterface, group, identity string, duration time.Duration, changed func()) *leases {
+	return &leases{client: client, name: leaseName(group, identity), identity: identity,
+		group: group, duration: duration, changed: changed, peers: map[string]*peer{}}
+}
+
 // watch runs an informer on the group's Leases until ctx ends.
 func (l *leases) watch(ctx context.Context) cache.SharedIndexInformer {
 	sel := labels.SelectorFromSet(labels.Set{LabelGroup: l.group}).String()

@@ -75,8 +75,7 @@ func (p *Provider) Run(ctx context.Context, e fleet.Engager) error {
 		settle: p.LeaseDuration / 4,
 		renewD: RenewDeadline(p.LeaseDuration),
 	}
-	s.leases = &leases{client: client.Leases(p.Namespace), name: leaseName(p.Group, p.Identity), identity: p.Identity,
-		group: p.Group, duration: p.LeaseDuration, changed: s.trigger, peers: map[string]*peer{}}
+	s.leases = newLeases(client.Leases(p.Namespace), p.Group, p.Identity, p.LeaseDuration, s.trigger)
 	return s.run(logf.IntoContext(ctx, logf.FromContext(ctx).WithName("shard").WithValues("replica", p.Identity)))
 }
 
