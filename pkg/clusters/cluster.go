@@ -81,6 +81,10 @@ type Options struct {
 	// flight to the cluster at once, across every worker; zero bounds
 	// nothing. A call waits for a slot within its own deadline.
 	MaxCallsInFlight int
+	// AnswerWithin, when set, is how soon after its request an answer
+	// counts as the API server serving (AnsweredSince); the probe's
+	// deadline.
+	AnswerWithin time.Duration
 }
 
 // Cluster is one API server with the watches kept on it.
@@ -109,6 +113,10 @@ type Cluster struct {
 	// throttle is the back-off the cluster asked for with 429 answers;
 	// nil for clients made otherwise than by New.
 	throttle *throttle
+	// answers is when the cluster last answered in time (AnsweredSince);
+	// nil without Options.AnswerWithin, or for clients made otherwise
+	// than by New.
+	answers *answers
 	// inFlight counts the calls made with CallContext not returned yet.
 	inFlight prometheus.Gauge
 	// slots holds a token per call in flight when Options.MaxCallsInFlight
@@ -175,7 +183,10 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 	c.httpClient, c.transport = httpClient, transport
 	c.throttle = &throttle{cluster: opts.Name}
 	metrics.Throttled.WithLabelValues(opts.Name).Add(0) // exported from the start, as 0
-	transport.down, transport.throttle = c.unreachable, c.throttle
+	if opts.AnswerWithin > 0 {
+		c.answers = &answers{within: opts.AnswerWithin}
+	}
+	transport.down, transport.throttle, transport.answers = c.unreachable, c.throttle, c.answers
 	rawCfg := rest.CopyConfig(cfg)
 	// The raw client reads /readyz. The scheme of metav1 alone decodes
 	// the API server's errors (a Status); the kubernetes scheme would link
@@ -193,7 +204,7 @@ func New(cfg *rest.Config, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		c.watchTransport = wtransport
-		wtransport.down, wtransport.throttle = c.unreachable, c.throttle
+		wtransport.down, wtransport.throttle, wtransport.answers = c.unreachable, c.throttle, c.answers
 	}
 	return c, nil
 }

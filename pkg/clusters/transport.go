@@ -49,6 +49,8 @@ type closingTransport struct {
 	// throttle, when set, is the cluster's back-off after 429 answers
 	// (throttle.go): every request but the probe's waits for it.
 	throttle *throttle
+	// answers, when set, notes the answers that came in time (answers.go).
+	answers *answers
 
 	mu       sync.Mutex
 	closed   bool
@@ -58,7 +60,8 @@ type closingTransport struct {
 var _ utilnet.RoundTripperWrapper = (*closingTransport)(nil)
 
 func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if probe := req.Context().Value(probeKey{}) != nil; !probe {
+	probe := req.Context().Value(probeKey{}) != nil
+	if !probe {
 		if t.down != nil {
 			if err := t.down(); err != nil {
 				return nil, err
@@ -77,6 +80,7 @@ func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	t.inFlight++
 	t.mu.Unlock()
+	sent := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		t.done()
@@ -84,6 +88,9 @@ func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if t.throttle != nil {
 		t.throttle.observe(resp)
+	}
+	if !probe {
+		t.answers.observe(sent, resp)
 	}
 	resp.Body = &trackedBody{ReadCloser: resp.Body, done: sync.OnceFunc(t.done)}
 	return resp, nil

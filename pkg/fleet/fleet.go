@@ -146,6 +146,10 @@ type connection struct {
 	// notReady counts the probes in a row that the API server answered
 	// with not ready (see notReadyProbes); guarded by probing.
 	notReady int
+	// late is set while the probes of an up cluster come back late but
+	// the cluster answers other calls in time (see probe); guarded by
+	// probing.
+	late bool
 	// engaged is the provider's context for the cluster; left is closed
 	// once the cluster was disengaged and torn down.
 	engaged context.Context
@@ -427,7 +431,9 @@ func (f *Fleet) connect(engaged context.Context, s Spec) (*connection, error) {
 		// writes, and keeps to one connection: on a hub, what a cluster
 		// costs counts more.
 		WatchConnection:  s.Local,
-		MaxCallsInFlight: f.opts.MaxCallsInFlight})
+		MaxCallsInFlight: f.opts.MaxCallsInFlight,
+		// An answer within the probe's deadline outweighs a late probe.
+		AnswerWithin: f.opts.ProbeTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -550,6 +556,7 @@ func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 	synced := c.cluster.NamespacesSynced()
 	var err error
 	if synced {
+		sent := time.Now()
 		err = f.ping(ctx, c)
 		switch {
 		case apierrors.IsTooManyRequests(err):
@@ -564,8 +571,25 @@ func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 				f.probeFailed(c)
 				return min(f.opts.ProbeInterval, clusters.DownProbeInterval)
 			}
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && c.up.Load() && c.cluster.AnsweredSince(sent):
+			// Its readiness answer is late, but it answered other calls
+			// in time while the probe waited: it serves, slowly in its
+			// readiness checks (clusters/answers.go). It stays up, and is
+			// probed at the usual interval; a call that hangs meanwhile
+			// has it probed at once (SlowCall), and a probe that no
+			// answer in time keeps company marks it down.
+			f.probeFailed(c)
+			if !c.late {
+				c.late = true
+				log.Info("Readiness probe late, but the cluster answers other calls in time; kept up", "deadline", f.opts.ProbeTimeout)
+			}
+			return f.opts.ProbeInterval
 		case err == nil:
 			c.notReady = 0
+			if c.late {
+				c.late = false
+				log.Info("Readiness probe answered in time again")
+			}
 		}
 	}
 	ok := synced && err == nil

@@ -36,6 +36,9 @@ type HTTPFaultProxy struct {
 	path       string
 	pathStatus int
 	pathLeft   int
+	// slowPath, when set, is forwarded slowBy late until Heal.
+	slowPath string
+	slowBy   time.Duration
 }
 
 // Answered is one request the proxy answered in the API server's place.
@@ -70,7 +73,18 @@ func NewHTTPFaultProxy(upstream *rest.Config) (*HTTPFaultProxy, error) {
 		if status != 0 && !cut {
 			p.answered = append(p.answered, Answered{At: time.Now(), Path: r.URL.Path, Status: status})
 		}
+		var late time.Duration
+		if p.slowPath != "" && r.URL.Path == p.slowPath {
+			late = p.slowBy
+		}
 		p.mu.Unlock()
+		if late > 0 {
+			select {
+			case <-time.After(late):
+			case <-r.Context().Done():
+				return // the client gave up
+			}
+		}
 		switch {
 		case cut:
 			w.Header().Set("Content-Type", "application/json")
@@ -115,6 +129,15 @@ func (p *HTTPFaultProxy) FailPath(path string, status, times int) {
 	p.path, p.pathStatus, p.pathLeft = path, status, times
 }
 
+// SlowPath forwards the requests for path (such as /readyz) d late, until
+// Heal, and the others at once: an API server whose readiness checks are
+// slow while it serves its resources.
+func (p *HTTPFaultProxy) SlowPath(path string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slowPath, p.slowBy = path, d
+}
+
 // Answered returns the requests the proxy answered in the API server's
 // place, in the order it answered them.
 func (p *HTTPFaultProxy) Answered() []Answered {
@@ -134,7 +157,7 @@ func (p *HTTPFaultProxy) CutResponses() {
 func (p *HTTPFaultProxy) Heal() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.status, p.cut, p.path = 0, false, ""
+	p.status, p.cut, p.path, p.slowPath = 0, false, "", ""
 	return nil
 }
 

@@ -216,14 +216,7 @@ func TestThrottledMemberIsAliveNotDead(t *testing.T) {
 // answering so is marked down, after three probes in a row.
 func TestNotReadyOnceIsNotDown(t *testing.T) {
 	g := NewWithT(t)
-	proxy := registerAThroughHTTPProxy(t)
-	src, shared := srcAndShared(t, hubC, memA)
-	s := sourceSecret(src, "blip", "member-a/"+shared, map[string]string{"k": "v1"})
-	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
-	eventuallySecret(t, memA, shared, s.Name, nil)
-	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
-	t.Cleanup(func() { _ = proxy.Heal() })
-
+	proxy, s, _ := sourceOnAThroughHTTPProxy(t, "blip")
 	up := func() float64 { return hubGauge("fleetmirror_hub_cluster_up", memA.Name) }
 	proxy.FailPath("/readyz", http.StatusInternalServerError, 2)
 	// The hub probes every 300ms here: both answers are given within a
@@ -238,6 +231,42 @@ func TestNotReadyOnceIsNotDown(t *testing.T) {
 	g.Eventually(up, timeout, poll).Should(Equal(0.0))
 	g.Eventually(status(hubC, s), timeout, poll).Should(MatchRegexp(`member-a unreachable since \d\d:\d\d:\d\dZ$`))
 	g.Expect(len(proxy.Answered())).To(BeNumerically(">=", 2+3))
+	g.Expect(proxy.Heal()).To(Succeed())
+	g.Eventually(up, timeout, poll).Should(Equal(1.0))
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
+}
+
+// A member whose readiness answer is late (kube-apiserver's checks of
+// etcd under load, kcp's at a thousand logical clusters) while it answers
+// everything else in time serves: it stays up while the hub's calls to it
+// are answered in time, and its updates keep arriving. Left with nothing
+// else to answer, its late probes are the only news of it, and it is
+// marked down as a cluster that does not answer.
+func TestLateReadinessIsNotDown(t *testing.T) {
+	g := NewWithT(t)
+	proxy, s, shared := sourceOnAThroughHTTPProxy(t, "late")
+	up := func() float64 { return hubGauge("fleetmirror_hub_cluster_up", memA.Name) }
+	failures := func() float64 { return hubGauge("fleetmirror_hub_cluster_probe_failures_total", memA.Name) }
+	failedBefore := failures()
+	// Later than the probe's 2s deadline: every probe fails.
+	proxy.SlowPath("/readyz", 5*time.Second)
+	late := time.Now()
+	for i := 2; time.Since(late) < 8*time.Second; i++ {
+		v := fmt.Sprintf("v%d", i)
+		change(t, hubC, s, func() { s.Data["k"] = []byte(v) })
+		eventuallySecretWithin(t, memA, shared, s.Name, 5*time.Second, func(g Gomega, m *corev1.Secret) {
+			g.Expect(m.Data).To(HaveKeyWithValue("k", []byte(v)))
+		})
+		g.Expect(up()).To(Equal(1.0), "marked down after update %d, %s after the probes became late", i, time.Since(late).Round(time.Millisecond))
+		g.Expect(status(hubC, s)()).NotTo(ContainSubstring("unreachable"))
+	}
+	// Not vacuous: the probes did fail meanwhile.
+	g.Expect(failures()-failedBefore).To(BeNumerically(">=", 2), "late probes")
+
+	// Idle, nothing answers in time: down, and up again once the probe is
+	// answered in time.
+	g.Eventually(up, 20*time.Second, poll).Should(Equal(0.0))
+	g.Eventually(status(hubC, s), timeout, poll).Should(MatchRegexp(`member-a unreachable since \d\d:\d\d:\d\dZ$`))
 	g.Expect(proxy.Heal()).To(Succeed())
 	g.Eventually(up, timeout, poll).Should(Equal(1.0))
 	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
@@ -266,6 +295,21 @@ func registerAThroughHTTPProxy(t *testing.T) *fleettest.HTTPFaultProxy {
 	g.Expect(fleettest.RegisterCAPI(context.Background(), hubC.Client, secretsNS, memA, kc)).To(Succeed())
 	t.Cleanup(func() { g.Expect(registerA()).To(Succeed()) })
 	return proxy
+}
+
+// sourceOnAThroughHTTPProxy registers member-a through an HTTPS fault
+// proxy (healed at the end of t) and creates a source named name in the
+// hub that targets a namespace there, shared, once it is mirrored.
+func sourceOnAThroughHTTPProxy(t *testing.T, name string) (*fleettest.HTTPFaultProxy, *corev1.Secret, string) {
+	g := NewWithT(t)
+	proxy := registerAThroughHTTPProxy(t)
+	src, shared := srcAndShared(t, hubC, memA)
+	s := sourceSecret(src, name, "member-a/"+shared, map[string]string{"k": "v1"})
+	g.Expect(hubC.Client.Create(context.Background(), s)).To(Succeed())
+	eventuallySecret(t, memA, shared, s.Name, nil)
+	g.Eventually(status(hubC, s), timeout, poll).Should(Equal("remote: 1 cluster, 1/1 synced"))
+	t.Cleanup(func() { _ = proxy.Heal() })
+	return proxy, s, shared
 }
 
 // sourcesInBoth creates six sources in src of the hub that target shared
