@@ -257,6 +257,17 @@ func (c *Cluster) Ping(ctx context.Context) error {
 	return c.raw.Get().AbsPath("/readyz").Do(ctx).Error()
 }
 
+// AskVersion asks the API server for its version, which it answers from
+// memory, without its storage or its readiness checks: an answer in time
+// while a readiness answer is late tells that it serves (AnsweredSince).
+// Unlike Ping, it is not sent while the cluster is marked unreachable.
+func (c *Cluster) AskVersion(ctx context.Context) error {
+	if c.raw == nil {
+		return fmt.Errorf("cluster %s: no client", c.opts.Name)
+	}
+	return c.raw.Get().AbsPath("/version").Do(ctx).Error()
+}
+
 // Close stops every watch, refuses further requests and closes the
 // connections once the requests in flight have ended. Start must have been
 // given a context that is cancelled too, or has been.

@@ -573,11 +573,12 @@ func (f *Fleet) probe(ctx context.Context, c *connection) time.Duration {
 			}
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && c.up.Load() && c.cluster.AnsweredSince(sent):
 			// Its readiness answer is late, but it answered other calls
-			// in time while the probe waited: it serves, slowly in its
-			// readiness checks (clusters/answers.go). It stays up, and is
-			// probed at the usual interval; a call that hangs meanwhile
-			// has it probed at once (SlowCall), and a probe that no
-			// answer in time keeps company marks it down.
+			// (or the hedge, see ping) in time while the probe waited:
+			// it serves, slowly in its readiness checks
+			// (clusters/answers.go). It stays up, and is probed at the
+			// usual interval; a call that hangs meanwhile has it probed
+			// at once (SlowCall), and a probe that no answer in time
+			// keeps company marks it down.
 			f.probeFailed(c)
 			if !c.late {
 				c.late = true
@@ -659,6 +660,17 @@ func answeredNotReady(err error) bool {
 func (f *Fleet) ping(ctx context.Context, c *connection) error {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.ProbeTimeout)
 	defer cancel()
+	if c.up.Load() {
+		// A hedge: should the readiness answer take more than half its
+		// deadline, the cluster is asked for its version too, which it
+		// answers from memory. In time, that answer keeps an idle
+		// cluster whose readiness checks are slow up (see probe); a
+		// cluster that answers neither in time is marked down, within the
+		// one deadline as before. A prompt readiness answer costs nothing
+		// more.
+		hedge := time.AfterFunc(f.opts.ProbeTimeout/2, func() { _ = c.cluster.AskVersion(ctx) })
+		defer hedge.Stop()
+	}
 	return c.cluster.Ping(ctx)
 }
 

@@ -36,9 +36,9 @@ type HTTPFaultProxy struct {
 	path       string
 	pathStatus int
 	pathLeft   int
-	// slowPath, when set, is forwarded slowBy late until Heal.
-	slowPath string
-	slowBy   time.Duration
+	// slowPaths are forwarded slowBy late until Heal.
+	slowPaths []string
+	slowBy    time.Duration
 }
 
 // Answered is one request the proxy answered in the API server's place.
@@ -74,7 +74,7 @@ func NewHTTPFaultProxy(upstream *rest.Config) (*HTTPFaultProxy, error) {
 			p.answered = append(p.answered, Answered{At: time.Now(), Path: r.URL.Path, Status: status})
 		}
 		var late time.Duration
-		if p.slowPath != "" && r.URL.Path == p.slowPath {
+		if slices.Contains(p.slowPaths, r.URL.Path) {
 			late = p.slowBy
 		}
 		p.mu.Unlock()
@@ -129,13 +129,13 @@ func (p *HTTPFaultProxy) FailPath(path string, status, times int) {
 	p.path, p.pathStatus, p.pathLeft = path, status, times
 }
 
-// SlowPath forwards the requests for path (such as /readyz) d late, until
-// Heal, and the others at once: an API server whose readiness checks are
-// slow while it serves its resources.
-func (p *HTTPFaultProxy) SlowPath(path string, d time.Duration) {
+// SlowPaths forwards the requests for paths (such as /readyz) d late,
+// until Heal, and the others at once: an API server whose readiness checks
+// are slow while it serves its resources.
+func (p *HTTPFaultProxy) SlowPaths(d time.Duration, paths ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.slowPath, p.slowBy = path, d
+	p.slowPaths, p.slowBy = paths, d
 }
 
 // Answered returns the requests the proxy answered in the API server's
@@ -157,7 +157,7 @@ func (p *HTTPFaultProxy) CutResponses() {
 func (p *HTTPFaultProxy) Heal() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.status, p.cut, p.path, p.slowPath = 0, false, "", ""
+	p.status, p.cut, p.path, p.slowPaths = 0, false, "", nil
 	return nil
 }
 

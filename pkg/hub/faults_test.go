@@ -239,9 +239,10 @@ func TestNotReadyOnceIsNotDown(t *testing.T) {
 // A member whose readiness answer is late (kube-apiserver's checks of
 // etcd under load, kcp's at a thousand logical clusters) while it answers
 // everything else in time serves: it stays up while the hub's calls to it
-// are answered in time, and its updates keep arriving. Left with nothing
-// else to answer, its late probes are the only news of it, and it is
-// marked down as a cluster that does not answer.
+// are answered in time, and its updates keep arriving; idle, it stays up
+// too, as it answers the hub's question for its version, asked when the
+// readiness answer is late. Only a member that answers nothing in time is
+// marked down.
 func TestLateReadinessIsNotDown(t *testing.T) {
 	g := NewWithT(t)
 	proxy, s, shared := sourceOnAThroughHTTPProxy(t, "late")
@@ -249,7 +250,7 @@ func TestLateReadinessIsNotDown(t *testing.T) {
 	failures := func() float64 { return hubGauge("fleetmirror_hub_cluster_probe_failures_total", memA.Name) }
 	failedBefore := failures()
 	// Later than the probe's 2s deadline: every probe fails.
-	proxy.SlowPath("/readyz", 5*time.Second)
+	proxy.SlowPaths(5*time.Second, "/readyz")
 	late := time.Now()
 	for i := 2; time.Since(late) < 8*time.Second; i++ {
 		v := fmt.Sprintf("v%d", i)
@@ -263,8 +264,15 @@ func TestLateReadinessIsNotDown(t *testing.T) {
 	// Not vacuous: the probes did fail meanwhile.
 	g.Expect(failures()-failedBefore).To(BeNumerically(">=", 2), "late probes")
 
-	// Idle, nothing answers in time: down, and up again once the probe is
-	// answered in time.
+	// Idle: up all along, its probes late.
+	failedBefore = failures()
+	g.Consistently(up, 6*time.Second, 20*time.Millisecond).Should(Equal(1.0), "idle, marked down")
+	g.Expect(failures()-failedBefore).To(BeNumerically(">=", 2), "late probes while idle")
+	g.Expect(status(hubC, s)()).NotTo(ContainSubstring("unreachable"))
+
+	// Its version late too, nothing answers in time: down, and up again
+	// once the probe is answered in time.
+	proxy.SlowPaths(5*time.Second, "/readyz", "/version")
 	g.Eventually(up, 20*time.Second, poll).Should(Equal(0.0))
 	g.Eventually(status(hubC, s), timeout, poll).Should(MatchRegexp(`member-a unreachable since \d\d:\d\d:\d\dZ$`))
 	g.Expect(proxy.Heal()).To(Succeed())
