@@ -771,6 +771,9 @@ func (b *bench) startAgent(ctx context.Context, g *goal) (*convergence, error) {
 		return nil, err
 	}
 	c := &convergence{Seconds: at.Sub(b.agent.startedAt).Seconds(), Mirrors: len(g.want)}
+	if u, err := b.agent.usage(); err == nil {
+		c.AgentCPUSeconds = u.CPUSeconds
+	}
 	if !ready.IsZero() {
 		c.ReadySeconds = ready.Sub(b.agent.startedAt).Seconds()
 	}
