@@ -540,7 +540,9 @@ func (f *Fleet) step(ctx context.Context, c *connection) {
 }
 
 // probe keeps c.up and the cluster's health current: the cluster answers
-// a readiness request within ProbeTimeout and its caches are synced. A
+// a readiness request within ProbeTimeout (or, while it is up, answers
+// something else within it meanwhile: its readiness checks are slow, it
+// serves) and its caches are synced. A
 // cluster that does not answer is marked down at once, which makes every
 // call to it fail fast and aborts those in flight, and is probed again
 // every clusters.DownProbeInterval (at most ProbeInterval) until it
