@@ -38,13 +38,14 @@ func (a *answers) observe(sent time.Time, resp *http.Response) {
 	if a == nil || resp.StatusCode >= http.StatusInternalServerError || resp.StatusCode == http.StatusTooManyRequests {
 		return
 	}
-	now := time.Since(answersEpoch)
-	if time.Since(sent) > a.within {
+	now := time.Now()
+	if now.Sub(sent) > a.within {
 		return
 	}
+	at := int64(now.Sub(answersEpoch))
 	for {
 		last := a.last.Load()
-		if last >= int64(now) || a.last.CompareAndSwap(last, int64(now)) {
+		if last >= at || a.last.CompareAndSwap(last, at) {
 			return
 		}
 	}

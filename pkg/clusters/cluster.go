@@ -249,23 +249,22 @@ func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.config) }
 // Ping asks the API server whether it is ready; it is sent even while the
 // cluster is marked unreachable, to find out whether it is back.
 func (c *Cluster) Ping(ctx context.Context) error {
-	if c.raw == nil {
-		return fmt.Errorf("cluster %s: no client", c.opts.Name)
-	}
 	// The one request a cluster marked unreachable is sent (transport.go).
-	ctx = context.WithValue(ctx, probeKey{}, true)
-	return c.raw.Get().AbsPath("/readyz").Do(ctx).Error()
+	return c.get(context.WithValue(ctx, probeKey{}, true), "/readyz")
 }
 
 // AskVersion asks the API server for its version, which it answers from
 // memory, without its storage or its readiness checks: an answer in time
 // while a readiness answer is late tells that it serves (AnsweredSince).
 // Unlike Ping, it is not sent while the cluster is marked unreachable.
-func (c *Cluster) AskVersion(ctx context.Context) error {
+func (c *Cluster) AskVersion(ctx context.Context) error { return c.get(ctx, "/version") }
+
+// get GETs path of the API server, for its answer's status alone.
+func (c *Cluster) get(ctx context.Context, path string) error {
 	if c.raw == nil {
 		return fmt.Errorf("cluster %s: no client", c.opts.Name)
 	}
-	return c.raw.Get().AbsPath("/version").Do(ctx).Error()
+	return c.raw.Get().AbsPath(path).Do(ctx).Error()
 }
 
 // Close stops every watch, refuses further requests and closes the
