@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -252,9 +253,15 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 	if s.NotWatched != "" || s.Refused != "" || !req.Active() || req.TransformErr != nil {
 		return r, nil
 	}
-	out := targets.Plan(req, targets.Source{Cluster: o.ClusterName, Namespace: src.GetNamespace()},
-		targets.Fleet{Clusters: []targets.Cluster{{Name: o.ClusterName, State: targets.Ready, KindSynced: true, Namespaces: nss.list}}},
-		c.Agent.Policy(), targets.Scope{Explain: true})
+	local := targets.Cluster{Name: o.ClusterName, State: targets.Ready, KindSynced: true, Namespaces: nss.list}
+	if via != nil && via.Spec.Trigger != nil {
+		if local.Within, err = c.triggerNamespaces(ctx, via); err != nil {
+			return nil, err
+		}
+		local.WithinBecause = policy.TriggerDescription(via.Spec.Trigger)
+	}
+	out := targets.Plan(req, targets.Source{Cluster: o.ClusterName, Namespace: src.GetNamespace(), Renamed: req.Name(src.GetName()) != src.GetName()},
+		targets.Fleet{Clusters: []targets.Cluster{local}}, c.Agent.Policy(), targets.Scope{Explain: true})
 	for _, t := range out.Targets {
 		row, err := c.target(ctx, c.Dynamic, mapping, src, req, adopt, t, writer{annotations.ManagedByMember, member.FieldManager})
 		if err != nil {
@@ -280,6 +287,34 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		return strings.Compare(a.Cluster+"/"+a.Namespace, b.Cluster+"/"+b.Namespace)
 	})
 	return r, nil
+}
+
+// triggerNamespaces returns the namespaces that hold an object of p's
+// trigger, as the agent's watches of it see them.
+func (c *Client) triggerNamespaces(ctx context.Context, p *v1alpha1.MirrorPolicy) (sets.Set[string], error) {
+	gvk, sel, _, err := policy.Trigger(&p.Spec)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("the trigger of MirrorPolicy %s: %w", p.Name, err)
+	}
+	opts := metav1.ListOptions{}
+	if sel != nil {
+		opts.LabelSelector = sel.String()
+	}
+	list, err := c.Dynamic.Resource(m.Resource).Namespace(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("the trigger of MirrorPolicy %s: %w", p.Name, err)
+	}
+	within := sets.New[string]()
+	for _, o := range list.Items {
+		if len(p.Spec.Trigger.Names) == 0 || slices.Contains(p.Spec.Trigger.Names, o.GetName()) {
+			within.Insert(o.GetNamespace())
+		}
+	}
+	return within, nil
 }
 
 // writer is whose mirror a target should hold: the member agent's or the

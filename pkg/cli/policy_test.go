@@ -68,3 +68,37 @@ func TestStatusAndWhyOfPolicySource(t *testing.T) {
 	g.Expect(out).To(HavePrefix("secret/db -n " + src + ": Named by MirrorPolicy first"))
 	g.Expect(out).To(ContainSubstring("Fix: add " + b + " to spec.targetNamespaces of mirrorpolicy/first"))
 }
+
+// status and why follow a policy's trigger as the agent does: a namespace
+// that holds a matching object is a target, its own namespace too when the
+// copies are renamed, and one without is NotTriggered, saying what it
+// lacks.
+func TestStatusOfTriggeredPolicySource(t *testing.T) {
+	k8s := setup(t)
+	g := NewWithT(t)
+	g.Expect(fleettest.InstallPolicyCRD(api.Hub.Config)).Error().NotTo(HaveOccurred())
+	ns := newNamespaces(t, "trgsrc", "trga", "trgb")
+	src, a, b := ns[0], ns[1], ns[2]
+	ctx := context.Background()
+	g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "source-secret"}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, &v1alpha1.MirrorPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: src, Name: "on-configmap"}, Spec: v1alpha1.MirrorPolicySpec{
+		Source:           v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Names: []string{"source-secret"}},
+		TargetNamespaces: []string{src, a, b},
+		TargetName:       "downstream-secret",
+		Trigger: &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap", Names: []string{"test-org"},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"create-secret": "true"}}},
+	}})).To(Succeed())
+	for _, n := range []string{src, a} {
+		g.Expect(k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "test-org",
+			Labels: map[string]string{"create-secret": "true"}}})).To(Succeed())
+	}
+
+	r := status(g, src, "secret/source-secret")
+	g.Expect(r.Source.Policy).To(Equal("on-configmap"))
+	got := states(r)
+	g.Expect(got[src]).To(BeElementOf(cli.Pending, cli.Missing), "the renamed copy's place beside its source")
+	g.Expect(got[a]).To(BeElementOf(cli.Pending, cli.Missing))
+	g.Expect(got[b]).To(Equal(cli.Excluded))
+	g.Expect(reasonIn(r, b)).To(ContainSubstring("NotTriggered"))
+	g.Expect(reasonIn(r, b)).To(ContainSubstring("no ConfigMap named test-org labelled create-secret=true"))
+}

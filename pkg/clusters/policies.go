@@ -2,12 +2,17 @@ package clusters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -35,22 +40,92 @@ type PolicySources struct {
 	// Names, or else Selector, select the sources.
 	Names    []string
 	Selector labels.Selector
+	// Trigger, when not nil, is the policy's trigger: the objects whose
+	// namespaces its copies go to.
+	Trigger *PolicyTrigger
+}
+
+// PolicyTrigger is what a policy's trigger watches: the objects of one
+// kind, in Namespaces (empty: every namespace), by name (empty: any), and
+// by label (nil: any). Only their metadata is held.
+type PolicyTrigger struct {
+	GVK        schema.GroupVersionKind
+	Namespaces []string
+	Names      []string
+	Selector   labels.Selector
 }
 
 // equal reports whether s and o watch the same objects.
 func (s PolicySources) equal(o PolicySources) bool {
 	return s.GVK == o.GVK && s.Namespace == o.Namespace && slices.Equal(s.Names, o.Names) &&
-		(s.Selector == nil) == (o.Selector == nil) && (s.Selector == nil || s.Selector.String() == o.Selector.String())
+		sameSelector(s.Selector, o.Selector) && (s.Trigger == nil) == (o.Trigger == nil) &&
+		(s.Trigger == nil || s.Trigger.GVK == o.Trigger.GVK && slices.Equal(s.Trigger.Namespaces, o.Trigger.Namespaces) &&
+			slices.Equal(s.Trigger.Names, o.Trigger.Names) && sameSelector(s.Trigger.Selector, o.Trigger.Selector))
 }
 
-// policyWatch is one policy's watches of its sources.
+func sameSelector(a, b labels.Selector) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.String() == b.String())
+}
+
+// policyWatch is one policy's watches of its sources, and of its
+// trigger's objects.
 type policyWatch struct {
-	spec    PolicySources
-	watches []*watch
-	stop    context.CancelFunc
+	spec     PolicySources
+	watches  []*watch
+	triggers []*watch
+	stop     context.CancelFunc
 	// epoch tells these watches from any other, in any cluster, that
 	// held the same policy's sources before.
 	epoch uint64
+	// triggerChanges counts the changes, after the trigger's first lists,
+	// of the namespaces that hold one of its objects: present, guarded by
+	// presentMu. An event that leaves them as they were (an object
+	// changed, a second one in a namespace that has one) changes nothing.
+	triggerChanges atomic.Uint64
+	presentMu      sync.Mutex
+	present        sets.Set[string]
+	// triggerErr says why the trigger's objects are not watched; built
+	// is when these watches were made.
+	triggerErr error
+	built      time.Time
+}
+
+// triggerIn reports whether namespace holds an object of the trigger.
+func (pw *policyWatch) triggerIn(namespace string) bool {
+	for _, w := range pw.triggers {
+		if objs, _ := w.GetIndexer().ByIndex(cache.NamespaceIndex, namespace); len(objs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// triggerEvent notes an event of the trigger's objects in namespace and
+// reports whether it changed which namespaces hold one. The stores have
+// the event already.
+func (pw *policyWatch) triggerEvent(namespace string) bool {
+	in := pw.triggerIn(namespace)
+	pw.presentMu.Lock()
+	defer pw.presentMu.Unlock()
+	if pw.present.Has(namespace) == in {
+		return false
+	}
+	if in {
+		pw.present.Insert(namespace)
+	} else {
+		pw.present.Delete(namespace)
+	}
+	return true
+}
+
+// triggerListed adds the namespaces of a trigger watch's first list to
+// those that hold one.
+func (pw *policyWatch) triggerListed(w *watch) {
+	pw.presentMu.Lock()
+	defer pw.presentMu.Unlock()
+	for _, ns := range w.GetIndexer().ListIndexFuncValues(cache.NamespaceIndex) {
+		pw.present.Insert(ns)
+	}
 }
 
 // policyEpochs numbers the policyWatches of the process.
@@ -209,18 +284,22 @@ func (c *Cluster) PoliciesOf(namespace string, gvk schema.GroupVersionKind) []*v
 // watches of other objects. The sources' events go to Handler.Source as
 // those of labelled sources do. It returns the sources the replaced
 // watches held, which may no longer be named.
-func (c *Cluster) WatchPolicySources(id string, spec PolicySources) ([]*unstructured.Unstructured, error) {
+func (c *Cluster) WatchPolicySources(ctx context.Context, id string, spec PolicySources) ([]*unstructured.Unstructured, error) {
 	c.mu.Lock()
 	old := c.selected[id]
 	c.mu.Unlock()
 	if old != nil && old.spec.equal(spec) {
-		return nil, nil
+		if old.triggerErr == nil || time.Since(old.built) < TriggerRetry {
+			return nil, old.triggerErr
+		}
+		// The trigger was refused a while ago: all is watched afresh,
+		// in case its kind was installed or granted meanwhile.
 	}
 	mapping, err := c.namespacedMapping(spec.GVK)
 	if err != nil {
 		return nil, err
 	}
-	pw := &policyWatch{spec: spec, epoch: policyEpochs.Add(1)}
+	pw := &policyWatch{spec: spec, epoch: policyEpochs.Add(1), present: sets.New[string](), built: time.Now()}
 	events := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(spec.GVK), c.opts.Name, "policy-sources")
 	// The policy waits for its watches to sync before it looks at its
 	// sources; the last one to sync wakes it.
@@ -258,6 +337,14 @@ func (c *Cluster) WatchPolicySources(id string, spec PolicySources) ([]*unstruct
 	for _, name := range spec.Names {
 		add(labels.Everything(), fields.OneTermEqualSelector("metadata.name", name))
 	}
+	if spec.Trigger != nil {
+		if err := c.watchTrigger(ctx, pw, spec.Trigger, wake); err != nil {
+			// The sources are watched all the same, so that nothing
+			// else waits for this policy; its own sources wait for the
+			// trigger (PolicyTriggers), their copies untouched.
+			pw.triggers, pw.triggerErr = nil, err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -272,7 +359,76 @@ func (c *Cluster) WatchPolicySources(id string, spec PolicySources) ([]*unstruct
 	if c.ctx != nil {
 		pw.run(c.ctx)
 	}
-	return held, nil
+	return held, pw.triggerErr
+}
+
+// TriggerRetry is how long a policy whose trigger was refused goes
+// before WatchPolicySources tries its trigger again; until then it
+// returns the refusal.
+const TriggerRetry = 30 * time.Second
+
+// ErrTriggerRefused says that the objects of a policy's trigger cannot be watched
+// (their kind is not served, or the agent may not list it).
+var ErrTriggerRefused = errors.New("spec.trigger")
+
+// watchTrigger adds to pw the watches of the trigger t's objects; wake is
+// the policy's.
+func (c *Cluster) watchTrigger(ctx context.Context, pw *policyWatch, t *PolicyTrigger, wake func()) error {
+	tm, err := c.namespacedMapping(t.GVK)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrTriggerRefused, err)
+	}
+	tevents := metrics.WatchEvents.WithLabelValues(metrics.KindLabel(t.GVK), c.opts.Name, "policy-trigger")
+	sel := t.Selector
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	// A trigger's objects count by where they are, never by what
+	// they hold: only their metadata is watched, as narrowly as the
+	// trigger and the policy's namespaces allow.
+	addTrigger := func(ns string, fsel fields.Selector) {
+		src := c.watchSourceIn(tm.Resource, ns, sel, fsel, true)
+		w := c.followHealth(newWatch(src, tm.Resource.String()+" trigger "+ns+" "+sel.String()+" "+fsel.String(), c.opts.Resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, stripMetadata))
+		var listed atomic.Bool
+		w.store.onSynced = func() {
+			pw.triggerListed(w)
+			listed.Store(true)
+			wake()
+		}
+		w.setHandler(func(obj any, _ bool) {
+			tevents.Inc()
+			m, err := meta.Accessor(obj)
+			if err != nil || !listed.Load() || !pw.triggerEvent(m.GetNamespace()) {
+				return
+			}
+			pw.triggerChanges.Add(1)
+			wake()
+		})
+		pw.triggers = append(pw.triggers, w)
+	}
+	nss := t.Namespaces
+	if len(nss) == 0 {
+		nss = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range nss {
+		if len(t.Names) == 0 {
+			addTrigger(ns, fields.Everything())
+		}
+		for _, name := range t.Names {
+			addTrigger(ns, fields.OneTermEqualSelector("metadata.name", name))
+		}
+	}
+	// The trigger's first lists are made here, as WatchPolicies
+	// makes its own: a kind the agent may not list would leave the
+	// policy waiting for them without a word; refused, the policy's
+	// status says why. Any other failure is retried by the watch.
+	for _, w := range pw.triggers {
+		if err := w.listFirst(ctx); apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+			return fmt.Errorf("%w: the agent cannot list %s: %w", ErrTriggerRefused, tm.Resource.Resource, err)
+		}
+	}
+	return nil
 }
 
 // UnwatchPolicySources stops the watches of the policy id and returns the
@@ -302,6 +458,24 @@ func (c *Cluster) PolicySourcesOf(id string) (sources []*unstructured.Unstructur
 		return nil, false, 0
 	}
 	return pw.sources(), pw.synced(), pw.epoch
+}
+
+// PolicyTriggers returns the namespaces that hold an object of the
+// trigger of the policy id, whether every watch of the policy has synced
+// (ok is false until then, and when the policy has no trigger), and how
+// many trigger events came after their first lists.
+func (c *Cluster) PolicyTriggers(id string) (namespaces sets.Set[string], ok bool, changes uint64) {
+	c.mu.Lock()
+	pw := c.selected[id]
+	c.mu.Unlock()
+	if pw == nil || pw.spec.Trigger == nil || pw.triggerErr != nil || !pw.synced() {
+		return nil, false, 0
+	}
+	namespaces = sets.New[string]()
+	for _, w := range pw.triggers {
+		namespaces.Insert(w.GetIndexer().ListIndexFuncValues(cache.NamespaceIndex)...)
+	}
+	return namespaces, true, pw.triggerChanges.Load()
 }
 
 // PoliciesNaming returns the ids of the policies whose watches hold the
@@ -403,6 +577,9 @@ func (pw *policyWatch) run(ctx context.Context) {
 	for _, w := range pw.watches {
 		w.run(ctx)
 	}
+	for _, w := range pw.triggers {
+		w.run(ctx)
+	}
 }
 
 func (pw *policyWatch) stopWatches() {
@@ -430,6 +607,11 @@ func (pw *policyWatch) sources() []*unstructured.Unstructured {
 
 func (pw *policyWatch) synced() bool {
 	for _, w := range pw.watches {
+		if !w.HasSynced() {
+			return false
+		}
+	}
+	for _, w := range pw.triggers {
 		if !w.HasSynced() {
 			return false
 		}

@@ -126,7 +126,7 @@ func (r *Reconciler) fastPass(ctx context.Context, c *clusters.Cluster, key Key,
 		return false, Result{}, nil
 	}
 	req, adopt, via := r.request(c, key, src)
-	if !req.Active() || len(req.Problems) > 0 || req.TransformErr != nil || req.CopyOnce ||
+	if !req.Active() || len(req.Problems) > 0 || req.TransformErr != nil || req.CopyOnce || via != nil && via.Spec.Trigger != nil ||
 		desired.Refusal(key.GVK, src) != "" || r.stale(c, src, via) {
 		return false, Result{}, nil
 	}
@@ -143,7 +143,7 @@ func (r *Reconciler) fastPass(ctx context.Context, c *clusters.Cluster, key Key,
 		some = append(some, all[i])
 	}
 	snap := targets.Fleet{Clusters: []targets.Cluster{{Name: c.Name(), State: targets.Ready, KindSynced: true, Namespaces: some}}}
-	out := targets.Plan(req, targets.Source{Cluster: c.Name(), Namespace: src.GetNamespace()}, snap, r.opts.Policy, targets.Scope{
+	out := targets.Plan(req, sourceOf(c, src, &req), snap, r.opts.Policy, targets.Scope{
 		AllowedSourceClusters: r.opts.AllowedSourceClusters, AllowedSourceNamespaces: r.opts.AllowedSourceNamespaces,
 	})
 	if !out.Relevant || out.Ignored != "" || mentions(out, nss) {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -76,6 +78,9 @@ type policyOutcome struct {
 type policyState struct {
 	generation int64
 	watches    uint64
+	// triggers counts the events of its trigger's objects: each may add
+	// or take away a target of every source.
+	triggers uint64
 }
 
 // policyMemo is what the reconciler remembers of a policy between its
@@ -364,17 +369,27 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	if err != nil {
 		return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonInvalidPolicy, err.Error()))
 	}
+	trigger, err := r.policyTrigger(p)
+	if err != nil {
+		return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonInvalidPolicy, err.Error()))
+	}
 	// What else the spec gets wrong is said on the policy, whose author
 	// may not even read its sources' Events; the valid rest is served.
 	invalid := specProblems(&p.Spec)
-	spec := clusters.PolicySources{GVK: gvk, Namespace: p.Namespace, Names: p.Spec.Source.Names, Selector: sel}
-	held, err := c.WatchPolicySources(id, spec)
-	if err != nil {
-		return r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonKindNotMirrored, err.Error()))
-	}
+	spec := clusters.PolicySources{GVK: gvk, Namespace: p.Namespace, Names: p.Spec.Source.Names, Selector: sel, Trigger: trigger}
+	held, err := c.WatchPolicySources(ctx, id, spec)
 	if held != nil {
 		r.enqueueSources(c, held)
 		r.fleet.KindsChanged()
+	}
+	if err != nil {
+		res, werr := r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonKindNotMirrored, err.Error()))
+		if errors.Is(err, clusters.ErrTriggerRefused) && werr == nil {
+			// The agent may be granted the kind, or the kind installed,
+			// with no event of ours to tell: look again now and then.
+			res.RequeueAfter = clusters.TriggerRetry
+		}
+		return res, werr
 	}
 	sources, synced, epoch := c.PolicySourcesOf(id)
 	switch kindSynced, watched := c.KindSynced(gvk); {
@@ -402,6 +417,9 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	// (whose first lists nobody else hands on), and once they have
 	// synced, every source it holds is looked at.
 	now := policyState{generation: p.Generation, watches: epoch}
+	if trigger != nil {
+		_, _, now.triggers = c.PolicyTriggers(id)
+	}
 	if memo.acted == nil || *memo.acted != now {
 		memo.acted = &now
 		r.enqueueSources(c, sources)
@@ -428,6 +446,51 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 		}
 	}
 	return r.writePolicyStatus(ctx, c, p, st)
+}
+
+// maxTriggerNamespaces bounds the namespaces a trigger is watched in one
+// by one; a policy that names more (or globs, all, a selector) has its
+// trigger watched in every namespace.
+const maxTriggerNamespaces = 8
+
+// policyTrigger is what p's trigger asks the member agent to watch: nil
+// when p has none, and on the hub, whose targets in other clusters a
+// trigger never narrows. Its objects are watched only in the namespaces
+// p names when it names a few by name alone.
+func (r *Reconciler) policyTrigger(p *v1alpha1.MirrorPolicy) (*clusters.PolicyTrigger, error) {
+	gvk, sel, ok, err := policy.Trigger(&p.Spec)
+	if !ok || err != nil || r.opts.Scope == ScopeRemote {
+		return nil, err
+	}
+	t := &clusters.PolicyTrigger{GVK: gvk, Names: p.Spec.Trigger.Names, Selector: sel}
+	req := policy.Request(&p.Spec)
+	if req.NamespaceSelector == nil && len(req.Local) <= maxTriggerNamespaces &&
+		!slices.ContainsFunc(req.Local, func(pt annotations.Pattern) bool { return pt.Kind != annotations.Name }) {
+		for _, pt := range req.Local {
+			t.Namespaces = append(t.Namespaces, pt.Raw)
+		}
+		slices.Sort(t.Namespaces)
+		if len(t.Namespaces) == 0 {
+			return nil, nil // no targets at all: nothing to watch
+		}
+	}
+	return t, nil
+}
+
+// triggerWithin returns the namespaces that hold an object of via's
+// trigger, and a description of that trigger for Decisions; within is
+// nil when via has no trigger (or on the hub). wait reports that the
+// trigger's objects are not all listed yet: until they are, the source's
+// targets are not known, and the policy enqueues it again once they are.
+func (r *Reconciler) triggerWithin(c *clusters.Cluster, via *v1alpha1.MirrorPolicy) (within sets.Set[string], because string, wait bool) {
+	if via == nil || via.Spec.Trigger == nil || r.opts.Scope == ScopeRemote {
+		return nil, "", false
+	}
+	within, ok, _ := c.PolicyTriggers(clusters.PolicyID(via.Namespace, via.Name))
+	if !ok {
+		return nil, "", true
+	}
+	return within, policy.TriggerDescription(via.Spec.Trigger), false
 }
 
 // pendingGrace is how long a policy's sources may go without an outcome

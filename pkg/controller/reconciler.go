@@ -200,7 +200,15 @@ func (r *Reconciler) reconcile(ctx context.Context, key Key) (Result, error) {
 	}
 	var plan Plan
 	if req.Active() {
-		plan = r.plan(c, src, req)
+		var trig trigger
+		var wait bool
+		if trig.within, trig.because, wait = r.triggerWithin(c, via); wait {
+			// The policy enqueues its sources once its trigger's objects
+			// are listed (reconcilePolicy): until then a namespace that
+			// holds one would look as if it held none.
+			return Result{}, nil
+		}
+		plan = r.plan(c, src, req, trig)
 	}
 	if src.GetDeletionTimestamp() != nil || !plan.Relevant || plan.Ignored != "" {
 		r.planned.Delete(key)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
@@ -50,15 +51,16 @@ type Plan struct {
 // plan resolves the targets of a source in cluster c for the writer's
 // scope: targets.Plan over a snapshot of the fleet, its names mapped back
 // to the clusters.
-func (r *Reconciler) plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request) Plan {
+func (r *Reconciler) plan(c *clusters.Cluster, src *unstructured.Unstructured, req annotations.Request, trig trigger) Plan {
 	remote := r.opts.Scope == ScopeRemote
 	var snap targets.Fleet
 	if remote {
 		snap = r.remoteSnapshot(src.GroupVersionKind(), req)
 	} else {
-		snap.Clusters = []targets.Cluster{{Name: c.Name(), State: targets.Ready, KindSynced: true, Namespaces: r.namespaces(c)}}
+		snap.Clusters = []targets.Cluster{{Name: c.Name(), State: targets.Ready, KindSynced: true, Namespaces: r.namespaces(c),
+			Within: trig.within, WithinBecause: trig.because}}
 	}
-	out := targets.Plan(req, targets.Source{Cluster: c.Name(), Namespace: src.GetNamespace()}, snap, r.opts.Policy, targets.Scope{
+	out := targets.Plan(req, sourceOf(c, src, &req), snap, r.opts.Policy, targets.Scope{
 		Remote: remote, AllowedSourceClusters: r.opts.AllowedSourceClusters, AllowedSourceNamespaces: r.opts.AllowedSourceNamespaces,
 	})
 	p := Plan{Outcome: out}
@@ -76,6 +78,19 @@ func (r *Reconciler) plan(c *clusters.Cluster, src *unstructured.Unstructured, r
 		}
 	}
 	return p
+}
+
+// trigger is what a policy's trigger leaves of the source's cluster: the
+// namespaces that hold one of its objects (within; nil without a
+// trigger), and what the others lack, for Decisions.
+type trigger struct {
+	within  sets.Set[string]
+	because string
+}
+
+// sourceOf is where src, of cluster c, is for target resolution.
+func sourceOf(c *clusters.Cluster, src *unstructured.Unstructured, req *annotations.Request) targets.Source {
+	return targets.Source{Cluster: c.Name(), Namespace: src.GetNamespace(), Renamed: req.Name(src.GetName()) != src.GetName()}
 }
 
 // cluster returns the cluster named name: c, or another of the fleet.

@@ -482,7 +482,7 @@ func TestPlanLocal(t *testing.T) {
 		annots := map[string]string{annotations.AnnotationSync: "true", annotations.AnnotationTargetNamespaces: tt.entries}
 		_, src := s.source(g, srcNS, fmt.Sprintf("src-%d", i), annots)
 
-		plan := s.r.plan(s.c, src, annotations.Parse(src.GetLabels(), src.GetAnnotations()))
+		plan := s.r.plan(s.c, src, annotations.Parse(src.GetLabels(), src.GetAnnotations()), trigger{})
 
 		g.Expect(plan.Relevant).To(Equal(tt.relevant), tt.name)
 		var got []string

@@ -39,6 +39,12 @@ func TestListsAndWatchesAreFiltered(t *testing.T) {
 					"unfiltered list or watch in a namespace: GET %s", r.URL.RequestURI())
 				continue
 			}
+			if strings.Contains(r.Accept, "as=PartialObjectMetadata") &&
+				(strings.HasPrefix(r.URL.Query().Get("fieldSelector"), "metadata.name=") || sel != "") {
+				// A MirrorPolicy's trigger: metadata only, by the
+				// trigger's names or its own selector.
+				continue
+			}
 			// Sources select on the enabled label alone: a mirror that
 			// carries it is listed too, so that it is refused out loud.
 			// Mirrors select on our labels and our writer, pull mirrors on

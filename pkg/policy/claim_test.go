@@ -114,6 +114,44 @@ func FuzzSource(f *testing.F) {
 	})
 }
 
+// Whatever a policy's trigger holds, Trigger either refuses it with the
+// field's name or returns the kind it names, and refuses it beside
+// entries of other clusters.
+func FuzzTrigger(f *testing.F) {
+	f.Add("v1", "ConfigMap", "", "create-secret", "true")
+	f.Add("apps/v1", "Deployment", "east/all", "", "")
+	f.Add("v1/x", "configmap", "", "bad key!", "v")
+	f.Fuzz(func(t *testing.T, apiVersion, kind, entries, key, value string) {
+		spec := v1alpha1.MirrorPolicySpec{Trigger: &v1alpha1.PolicyTrigger{APIVersion: apiVersion, Kind: kind}}
+		if entries != "" {
+			spec.TargetNamespaces = strings.Split(entries, ",")
+		}
+		if key != "" {
+			spec.Trigger.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}
+		}
+		gvk, sel, ok, err := Trigger(&spec)
+		if !ok {
+			t.Fatal("a trigger was not seen")
+		}
+		remote := strings.Contains(entries, "/")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "spec.trigger") {
+				t.Errorf("error %q does not name the field", err)
+			}
+			return
+		}
+		if remote {
+			t.Errorf("a trigger beside CLUSTER/NS entries %q was taken", entries)
+		}
+		if gvk.Kind != kind || gvk.GroupVersion().String() != apiVersion {
+			t.Errorf("Trigger(%q, %q) = %v", apiVersion, kind, gvk)
+		}
+		if (sel != nil) != (spec.Trigger.Selector != nil) {
+			t.Errorf("selector %v for %v", sel, spec.Trigger.Selector)
+		}
+	})
+}
+
 // The agent refuses a source's apiVersion and kind with the patterns the
 // CRD's schema states: what the API server accepts, the agent reads.
 func TestPatternsAreTheCRDs(t *testing.T) {
@@ -125,10 +163,12 @@ func TestPatternsAreTheCRDs(t *testing.T) {
 	if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
 		t.Fatal(err)
 	}
-	source := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["source"].Properties
-	for field, re := range map[string]string{"apiVersion": APIVersionPattern.String(), "kind": KindPattern.String()} {
-		if got := source[field].Pattern; got != re {
-			t.Errorf("spec.source.%s: the CRD's pattern %q, the agent's %q", field, got, re)
+	for _, of := range []string{"source", "trigger"} {
+		props := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties[of].Properties
+		for field, re := range map[string]string{"apiVersion": APIVersionPattern.String(), "kind": KindPattern.String()} {
+			if got := props[field].Pattern; got != re {
+				t.Errorf("spec.%s.%s: the CRD's pattern %q, the agent's %q", of, field, got, re)
+			}
 		}
 	}
 }

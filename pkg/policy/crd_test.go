@@ -61,6 +61,12 @@ func TestMirrorPolicyCRD(t *testing.T) {
 		s.MaxTargets = ptr.To[int32](3)
 	})
 	g.Expect(c.Create(ctx, bySelector)).To(Succeed())
+	triggered := policy("triggered", func(s *v1alpha1.MirrorPolicySpec) {
+		s.TargetNamespaces = []string{"all", "team-*"}
+		s.Trigger = &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap", Names: []string{"test-org"},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"create-secret": "true"}}}
+	})
+	g.Expect(c.Create(ctx, triggered)).To(Succeed())
 
 	// The status is a subresource: the agent writes it, a user's update of
 	// the spec does not.
@@ -90,6 +96,21 @@ func TestMirrorPolicyCRD(t *testing.T) {
 		{"comma in an entry", func(s *v1alpha1.MirrorPolicySpec) { s.TargetNamespaces = []string{"a,b"} }, "spec.targetNamespaces[0]"},
 		{"repeated entry", func(s *v1alpha1.MirrorPolicySpec) { s.TargetNamespaces = []string{"a", "a"} }, "spec.targetNamespaces[1]"},
 		{"max targets 0", func(s *v1alpha1.MirrorPolicySpec) { s.MaxTargets = ptr.To[int32](0) }, "spec.maxTargets"},
+		{"trigger with CLUSTER/NS entries", func(s *v1alpha1.MirrorPolicySpec) {
+			s.Trigger = &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap"}
+		}, "a trigger narrows the targets of the source's own cluster"},
+		{"trigger with a cluster selector", func(s *v1alpha1.MirrorPolicySpec) {
+			s.TargetNamespaces, s.TargetClusterSelector = []string{"all"}, ptr.To("env=prod")
+			s.Trigger = &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap"}
+		}, "a trigger narrows the targets of the source's own cluster"},
+		{"trigger of a bad kind", func(s *v1alpha1.MirrorPolicySpec) {
+			s.TargetNamespaces = []string{"all"}
+			s.Trigger = &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "configmap"}
+		}, "spec.trigger.kind"},
+		{"trigger of a bad name", func(s *v1alpha1.MirrorPolicySpec) {
+			s.TargetNamespaces = []string{"all"}
+			s.Trigger = &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap", Names: []string{"Not_A_Name"}}
+		}, "spec.trigger.names[0]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := c.Create(context.Background(), policy("invalid", tt.fn))

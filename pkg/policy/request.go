@@ -119,14 +119,10 @@ var (
 // or against an API server that did not check, is refused here with the
 // same words.
 func Source(spec *v1alpha1.MirrorPolicySpec) (schema.GroupVersionKind, labels.Selector, error) {
-	gv, err := schema.ParseGroupVersion(spec.Source.APIVersion)
-	if err != nil || !APIVersionPattern.MatchString(spec.Source.APIVersion) {
-		return schema.GroupVersionKind{}, nil, fmt.Errorf("spec.source.apiVersion: %q is not GROUP/VERSION or VERSION", spec.Source.APIVersion)
+	gvk, err := kindOf("spec.source", spec.Source.APIVersion, spec.Source.Kind)
+	if err != nil {
+		return gvk, nil, err
 	}
-	if !KindPattern.MatchString(spec.Source.Kind) {
-		return schema.GroupVersionKind{}, nil, fmt.Errorf("spec.source.kind: %q is not a Kind (CamelCase, at most 63 characters)", spec.Source.Kind)
-	}
-	gvk := gv.WithKind(spec.Source.Kind)
 	switch {
 	case (len(spec.Source.Names) > 0) == (spec.Source.Selector != nil):
 		return gvk, nil, errors.New("spec.source: set exactly one of names and selector")
@@ -141,6 +137,19 @@ func Source(spec *v1alpha1.MirrorPolicySpec) (schema.GroupVersionKind, labels.Se
 		return gvk, nil, errors.New("spec.source.selector: an empty selector would select every object of the kind")
 	}
 	return gvk, sel, nil
+}
+
+// kindOf parses the apiVersion and kind of field (spec.source,
+// spec.trigger), with the CRD's patterns.
+func kindOf(field, apiVersion, kind string) (schema.GroupVersionKind, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || !APIVersionPattern.MatchString(apiVersion) {
+		return schema.GroupVersionKind{}, fmt.Errorf("%s.apiVersion: %q is not GROUP/VERSION or VERSION", field, apiVersion)
+	}
+	if !KindPattern.MatchString(kind) {
+		return schema.GroupVersionKind{}, fmt.Errorf("%s.kind: %q is not a Kind (CamelCase, at most 63 characters)", field, kind)
+	}
+	return gv.WithKind(kind), nil
 }
 
 // Names reports whether p, not being deleted, names the object name of
@@ -173,4 +182,44 @@ func First(ps []*v1alpha1.MirrorPolicy) (first *v1alpha1.MirrorPolicy, rest []*v
 		return strings.Compare(a.Name, b.Name)
 	})
 	return sorted[0], sorted[1:]
+}
+
+// Trigger returns the kind of the objects spec's trigger selects and,
+// when it selects them by labels, the selector; names are
+// spec.Trigger.Names. ok is false when spec has no trigger. The CRD's
+// schema refuses what fails here; an API server that did not check gets
+// the same words.
+func Trigger(spec *v1alpha1.MirrorPolicySpec) (gvk schema.GroupVersionKind, sel labels.Selector, ok bool, err error) {
+	t := spec.Trigger
+	if t == nil {
+		return gvk, nil, false, nil
+	}
+	if gvk, err = kindOf("spec.trigger", t.APIVersion, t.Kind); err != nil {
+		return gvk, nil, true, err
+	}
+	if spec.TargetClusterSelector != nil || slices.ContainsFunc(spec.TargetNamespaces, func(e string) bool { return strings.Contains(e, "/") }) {
+		return gvk, nil, true, errors.New("spec.trigger: narrows the targets of the source's own cluster: not with CLUSTER/NAMESPACE entries or spec.targetClusterSelector")
+	}
+	if t.Selector == nil {
+		return gvk, nil, true, nil
+	}
+	if sel, err = metav1.LabelSelectorAsSelector(t.Selector); err != nil {
+		return gvk, nil, true, fmt.Errorf("spec.trigger.selector: %w", err)
+	}
+	return gvk, sel, true, nil
+}
+
+// TriggerDescription says what a namespace without the trigger's objects
+// lacks: "no ConfigMap named a or b labelled x=y".
+func TriggerDescription(t *v1alpha1.PolicyTrigger) string {
+	d := "no " + t.Kind
+	if len(t.Names) > 0 {
+		d += " named " + strings.Join(t.Names, " or ")
+	}
+	if t.Selector != nil {
+		if sel, err := metav1.LabelSelectorAsSelector(t.Selector); err == nil && !sel.Empty() {
+			d += " labelled " + sel.String()
+		}
+	}
+	return d
 }

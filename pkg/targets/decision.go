@@ -40,6 +40,9 @@ const (
 	// NotMatched: no entry of the request matches the namespace, and its
 	// namespace selector, if any, does not select it.
 	NotMatched Reason = "NotMatched"
+	// NotTriggered: the namespace holds no object of the policy's
+	// trigger; it gets its copy once one is there.
+	NotTriggered Reason = "NotTriggered"
 )
 
 // Reasons a whole cluster holds no target. Their Decision has no Namespace.
@@ -180,12 +183,23 @@ func (r *recorder) unchosen(c *Cluster, patterns []annotations.Pattern, sel labe
 			r.optOut(c.Name, ns.Name)
 		case ns.Terminating:
 			r.missing(c.Name, ns.Name, true)
+		case c.Within != nil && !c.Within.Has(ns.Name):
+			r.notWithin(c, ns.Name)
 		default:
 			// Any other entry matching it would have chosen it.
 			r.add(c.Name, ns.Name, NotLabeled, "%s matches only %s and is not labelled %s=true",
 				where, annotations.KeywordAllLabeled, annotations.LabelAllowMirrors)
 		}
 	}
+}
+
+// notWithin records a namespace that holds no object of the trigger.
+func (r *recorder) notWithin(c *Cluster, namespace string) {
+	because := c.WithinBecause
+	if because == "" {
+		because = "no object of the policy's trigger"
+	}
+	r.add(c.Name, namespace, NotTriggered, "%s holds %s; it gets its copy once it does", r.where(c.Name, namespace), because)
 }
 
 // notMatched records a namespace that no entry matches (entries says there

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
@@ -51,6 +52,12 @@ type Cluster struct {
 	// of the Policy; ExcludedBecause says why, in plain words, for Decisions.
 	Excluded        glob.List
 	ExcludedBecause string
+	// Within, when not nil, narrows the targets to these namespaces: those
+	// that hold an object of a policy's trigger. WithinBecause names the
+	// trigger for Decisions ("no ConfigMap named x"). The other namespaces
+	// are not refused, only not (yet) targets.
+	Within        sets.Set[string]
+	WithinBecause string
 }
 
 // Fleet is a snapshot of the clusters a writer can target.
@@ -66,6 +73,10 @@ type Fleet struct {
 type Source struct {
 	Cluster   string
 	Namespace string
+	// Renamed: the copies have another name than the source, so that a
+	// copy beside it, in its own namespace, would not replace it; that
+	// namespace is then a candidate like any other.
+	Renamed bool
 }
 
 // Scope is which entries of a request a writer acts on, and where.
@@ -153,7 +164,11 @@ func planLocal(req annotations.Request, src Source, fleet Fleet, policy Policy, 
 		return out
 	}
 	c := &fleet.Clusters[i]
-	res := resolveIn(c, req.Local, req.NamespaceSelector, src.Namespace, policy, policy.Limit(req.MaxTargets), rec)
+	own := src.Namespace
+	if src.Renamed {
+		own = ""
+	}
+	res := resolveIn(c, req.Local, req.NamespaceSelector, own, policy, policy.Limit(req.MaxTargets), rec)
 	out.Skipped, out.Refused, out.Missing = res.Skipped, res.Refused, res.Missing
 	out.Covered = []string{c.Name}
 	for _, ns := range res.Namespaces {

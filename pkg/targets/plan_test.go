@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
+
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
@@ -84,6 +86,8 @@ type planCase struct {
 	clusters, pending                    int
 	dropped                              string // decisions with or without Explain
 	explained                            string // further decisions with Explain
+	// within, when not nil, is the member cluster's Within (a trigger).
+	within []string
 }
 
 func targetsOf(s string) map[string]string {
@@ -150,6 +154,25 @@ func TestPlanMember(t *testing.T) {
 			targets: "m/app-3,m/team-b", explained: "NotMatched=default,kube-system,team-a,team-cc,app-1,app-2,app-4 SourceNamespace=platform"},
 		{name: "unknown cluster waits", annotations: targetsOf("team-a"), src: Source{Cluster: "elsewhere", Namespace: "platform"},
 			covered: "-", pending: 1, dropped: "ClusterPending=elsewhere/"},
+		{name: "a renamed copy may go beside its source", annotations: targetsOf("platform, team-a"),
+			src: Source{Cluster: "m", Namespace: "platform", Renamed: true}, targets: "m/platform,m/team-a",
+			explained: "NotMatched=default,kube-system,team-b,team-cc,app-1,app-2,app-3,app-4"},
+		{name: "renamed copies under all: the source's namespace too", annotations: targetsOf("all"),
+			src:       Source{Cluster: "m", Namespace: "platform", Renamed: true},
+			targets:   "m/app-1,m/app-3,m/default,m/platform,m/team-a,m/team-b,m/team-cc",
+			explained: "ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4"},
+		{name: "a trigger narrows all; the consent rules still hold", annotations: targetsOf("all"),
+			within: []string{"team-a", "app-2", "kube-system", "platform"}, targets: "m/team-a",
+			explained: "NotTriggered=default,team-b,team-cc,app-1,app-3 ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4 SourceNamespace=platform"},
+		{name: "a named namespace without a trigger is not refused", annotations: targetsOf("team-a, team-b"),
+			within: []string{"team-a"}, targets: "m/team-a", dropped: "NotTriggered=team-b",
+			explained: "NotMatched=default,kube-system,team-cc,app-1,app-2,app-3,app-4 SourceNamespace=platform"},
+		{name: "a trigger narrows a namespace selector", annotations: selecting("", "tier=web"),
+			within: []string{"team-b", "app-1"}, targets: "m/app-1", refused: "app-2,kube-system",
+			dropped:   "NotTriggered=team-a ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4 SourceNamespace=platform",
+			explained: "NotMatched=default,team-b,team-cc,app-3"},
+		{name: "a trigger nowhere: no targets", annotations: targetsOf("all"), within: []string{},
+			explained: "NotTriggered=default,team-a,team-b,team-cc,app-1,app-3 ExcludedNamespace=kube-system OptedOut=app-2 Terminating=app-4 SourceNamespace=platform"},
 	}
 	for i := range cases {
 		c := &cases[i]
@@ -157,6 +180,9 @@ func TestPlanMember(t *testing.T) {
 			c.src = Source{Cluster: "m", Namespace: "platform"}
 		}
 		c.fleet = memberFleet()
+		if c.within != nil {
+			c.fleet.Clusters[0].Within = sets.New(c.within...)
+		}
 		if c.policy.Excluded == nil && c.policy.Included == nil {
 			c.policy.Excluded = policy.Excluded
 		}

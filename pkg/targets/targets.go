@@ -102,6 +102,7 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 		return &namespaces[i], i
 	}
 	allows := func(name string) bool { return policy.Allows(name) && !c.Excluded.Match(name) }
+	within := func(name string) bool { return c.Within == nil || c.Within.Has(name) }
 	chosen := make([]bool, len(namespaces))
 	for _, p := range patterns {
 		if p.Kind == annotations.Name {
@@ -115,6 +116,9 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 			case ns == nil || ns.Terminating:
 				res.Missing = append(res.Missing, p.Raw)
 				rec.missing(c.Name, p.Raw, ns != nil)
+			case !within(p.Raw):
+				// Not refused: it is a target once it holds one.
+				rec.notWithin(c, p.Raw)
 			default:
 				chosen[i] = true
 			}
@@ -122,7 +126,7 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 		}
 		for i := range namespaces {
 			ns := &namespaces[i]
-			if chosen[i] || ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !p.Match(ns.Name) || !allows(ns.Name) {
+			if chosen[i] || ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !p.Match(ns.Name) || !allows(ns.Name) || !within(ns.Name) {
 				continue
 			}
 			if p.Kind == annotations.AllLabeled && ns.Labels[annotations.LabelAllowMirrors] != "true" {
@@ -147,6 +151,8 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 			rec.refused(c, policy, ns.Name)
 		case ns.Terminating:
 			rec.missing(c.Name, ns.Name, true)
+		case !within(ns.Name):
+			rec.notWithin(c, ns.Name)
 		default:
 			chosen[i] = true
 		}

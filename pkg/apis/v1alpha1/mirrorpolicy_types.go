@@ -34,6 +34,7 @@ type MirrorPolicy struct {
 // MirrorPolicySpec says which objects are mirrored and where.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.targetName) || (has(self.source.names) && size(self.source.names) == 1)",message="targetName names the copies of one source: set it only with source.names of one name"
+// +kubebuilder:validation:XValidation:rule="!has(self.trigger) || (!has(self.targetClusterSelector) && (!has(self.targetNamespaces) || self.targetNamespaces.all(t, !t.contains('/'))))",message="a trigger narrows the targets of the source's own cluster: not with CLUSTER/NAMESPACE entries or targetClusterSelector"
 type MirrorPolicySpec struct {
 	// Source names the objects to mirror: of one kind, in the policy's
 	// namespace.
@@ -142,6 +143,42 @@ type MirrorPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=5
 	// +kubebuilder:validation:items:Enum=reflector;replicator;kubemirror;kyverno;fleetmirror
 	Adopt []string `json:"adopt,omitempty"`
+
+	// Trigger narrows the targets to the namespaces that hold an object
+	// it selects (Kyverno's generate rules triggered by such an object):
+	// a namespace the entries or the selector reach gets its copy once a
+	// matching object is there, and loses it (unless copyOnce) once the
+	// last one is gone or no longer matches. Only in the source's
+	// cluster: not with CLUSTER/NAMESPACE entries or
+	// targetClusterSelector.
+	// +optional
+	Trigger *PolicyTrigger `json:"trigger,omitempty"`
+}
+
+// PolicyTrigger selects the objects whose namespaces a policy's copies go
+// to: of one namespaced kind, by name, by label, or both (an object must
+// match both); neither takes every object of the kind.
+type PolicyTrigger struct {
+	// APIVersion of the kind: v1, or GROUP/VERSION.
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=317
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the objects, such as ConfigMap.
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]{0,62}$`
+	Kind string `json:"kind"`
+
+	// Names the objects may have.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Names []string `json:"names,omitempty"`
+
+	// Selector selects the objects by label.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
 // DeletionPolicy is spec.deletionPolicy of a MirrorPolicy.
