@@ -181,7 +181,10 @@ func newKyvernoScene(t *testing.T, k8s client.Client, copyName, rules string) *k
 // source's deletion takes the copies; without, the copy is made once and
 // left alone, and nothing deletes it. Deleting the rule or the policy
 // keeps a clone's copies, deletes a synchronized cloneList's unless
-// orphanDownstreamOnPolicyDelete, and never deletes those made once.
+// orphanDownstreamOnPolicyDelete, and never deletes those made once. A rule
+// triggered by another object than a Namespace copies into the namespace
+// of each such object: synchronized, the copy goes with its trigger; made
+// once, it stays.
 func TestKyvernoBehaviours(t *testing.T) {
 	k8s := setup(t)
 	g := NewWithT(t)
@@ -351,6 +354,59 @@ func TestKyvernoBehaviours(t *testing.T) {
 		g.Expect(k8s.Delete(ctx, src)).To(Succeed())
 		s.plain(a, "v", "1") // the source's deletion leaves the copies
 		s.plain(c, "v", "2")
+	})
+
+	// Kyverno's documented example of a trigger other than a Namespace: a
+	// Secret cloned, under another name (the fourth argument), into the
+	// namespace of a ConfigMap test-org labelled create-secret: "true".
+	const triggerRules = `  - name: copy
+    match: {any: [{resources: {kinds: [ConfigMap], names: [test-org], selector: {matchLabels: {create-secret: "true"}}}}]}
+    generate:
+      apiVersion: v1
+      kind: Secret
+      name: %[4]s
+      namespace: "{{request.object.metadata.namespace}}"
+      synchronize: %[3]s
+      clone: {namespace: %[2]s, name: source-secret}
+`
+	testOrg := func(t *testing.T, ns string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "test-org", Labels: map[string]string{"create-secret": "true"}}}
+		NewWithT(t).Expect(k8s.Create(ctx, cm)).To(Succeed())
+		return cm
+	}
+
+	t.Run("clone on a ConfigMap trigger", func(t *testing.T) {
+		g := NewWithT(t)
+		s := newKyvernoScene(t, k8s, "downstream-secret", fmt.Sprintf(triggerRules, "%[1]s", "%[2]s", "true", "downstream-secret"))
+		src := source(t, s.src, "source-secret", nil)
+		s.translated()
+		a, b := s.namespace(), s.namespace()
+		inA := testOrg(t, a)
+		s.copyHas(a, "v", "1") // the trigger's namespace gets the copy
+		testOrg(t, s.src)
+		s.copyHas(s.src, "v", "1") // beside the source, under its other name
+		got := &corev1.Secret{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(src), got)).To(Succeed())
+		g.Expect(got.Labels).NotTo(HaveKey(annotations.LabelMirror))
+		s.copyAbsent(b) // no trigger there
+		update(t, src, "2")
+		s.copyHas(a, "v", "2")
+		// The trigger stops matching: its copy goes, the others stay.
+		fleettest.Change(t, wait, api.Hub, inA, func(cm *corev1.ConfigMap) { cm.Labels["create-secret"] = "false" })
+		s.copyGone(a)
+		s.copyHas(s.src, "v", "2")
+
+		// Not synchronized: made once, the copy stays, a plain object,
+		// when its trigger is deleted. (Another name: the rule above
+		// copies into every namespace with a trigger too.)
+		once := newKyvernoScene(t, k8s, "downstream-once", fmt.Sprintf(triggerRules, "%[1]s", "%[2]s", "false", "downstream-once"))
+		source(t, once.src, "source-secret", nil)
+		once.translated()
+		c := once.namespace()
+		inC := testOrg(t, c)
+		once.mirror(c, "v", "1")
+		g.Expect(k8s.Delete(ctx, inC)).To(Succeed())
+		once.plain(c, "v", "1")
 	})
 
 	t.Run("cloneList, synchronized, policy deleted", func(t *testing.T) {

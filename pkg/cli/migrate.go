@@ -105,16 +105,19 @@ setting fleetmirror does not have) is listed under "Needs a decision" with the r
 written to it. With -A, namespaces labelled kubemirror.raczylo.com/allow-mirrors are migrated too.
 
 It also reads Kyverno's ClusterPolicies and Policies and prints, never creates, the MirrorPolicies that
-do what their generate rules with clone or cloneList do when a Namespace is created: a copy under
-another name (generate.name) gets spec.targetName, synchronize: false spec.copyOnce, and
-orphanDownstreamOnPolicyDelete spec.deletionPolicy: Orphan, useServerSideApply spec.keepAdditions. A
-rule gets spec.adopt: [kyverno]: the copies Kyverno made of its source become the MirrorPolicy's
-mirrors in place (with copyOnce they count as the copies made once, never written), and a synchronized
-rule whose copies outlive it gets [kyverno, fleetmirror], so that applied again it takes back the
-copies it left. A rule without an exact equivalent
-(another trigger, preconditions, a variable other than {{request.object.metadata.name}} as the
-namespace, a cluster-scoped kind) is listed with the reason and gets no MirrorPolicy; a kind the agent
-refuses by default (Role, RoleBinding, ServiceAccount) is named with the flag that allows it.`,
+do what their generate rules with clone or cloneList do when a Namespace is created, or when an object
+of one other kind is (a trigger, by exact names and a label selector: spec.trigger, copying into its
+namespace, {{request.object.metadata.namespace}}, or into the one namespace match restricts triggers
+to; a Policy copies into its own): a copy under another name (generate.name) gets spec.targetName,
+synchronize: false spec.copyOnce, and orphanDownstreamOnPolicyDelete spec.deletionPolicy: Orphan,
+useServerSideApply spec.keepAdditions. A rule gets spec.adopt: [kyverno]: the copies Kyverno made of
+its source become the MirrorPolicy's mirrors in place (with copyOnce they count as the copies made
+once, never written), and a synchronized rule whose copies outlive it gets [kyverno, fleetmirror], so
+that applied again it takes back the copies it left. A rule without an exact equivalent (a trigger of
+several kinds, or by wildcard names, namespaceSelector or annotations; preconditions; a fixed
+generate.namespace while triggers may be in other namespaces; another variable as the namespace; a
+cluster-scoped kind) is listed with the reason and gets no MirrorPolicy; a kind the agent refuses by
+default (Role, RoleBinding, ServiceAccount) is named with the flag that allows it.`,
 		Example: `  kubectl fleetmirror migrate -A
   kubectl fleetmirror migrate -n platform --kinds secrets,configmaps,ingresses.networking.k8s.io
   kubectl fleetmirror migrate -A --apply

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -15,7 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
@@ -186,6 +189,10 @@ var (
 // each matched Namespace.
 var kyvernoEachNamespace = regexp.MustCompile(`^\{\{\s*request\.object\.metadata\.name\s*\}\}$`)
 
+// kyvernoTriggerNamespace is the generate.namespace that puts a copy into
+// the namespace of the object that triggered the rule.
+var kyvernoTriggerNamespace = regexp.MustCompile(`^\{\{\s*request\.object\.metadata\.namespace\s*\}\}$`)
+
 // TranslateKyverno translates the generate rules of a Kyverno
 // ClusterPolicy or Policy; other rules are not for fleetmirror and are
 // left out.
@@ -231,8 +238,9 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 	}
 	values, problems := kyvernoContext(rule["context"])
 
-	// Where the copies go, first: a trigger that is not a Namespace is
-	// the reason most rules do not translate, and the first to fix.
+	// Where the copies go, first: the namespaces a rule triggered by a
+	// Namespace matches, or the objects of another kind (a trigger) whose
+	// namespaces get the copies.
 	var match, exclude kyvernoMatch
 	matchErr := strictDecode(kyvernoSubstitute(rule["match"], values), &match)
 	excludeErr := strictDecode(kyvernoSubstitute(rule["exclude"], values), &exclude)
@@ -246,9 +254,14 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 		block("match or exclude uses the variable %s: its value is known only when Kyverno runs the rule", v)
 	}
 	var t kyvernoTargetSet
+	var trig *kyvernoTrigger
 	if matchErr == nil && v == "" {
 		var decisions []string
-		t, decisions = kyvernoTargets(match)
+		if kyvernoTriggered(match) {
+			trig, decisions = kyvernoTriggerOf(match)
+		} else {
+			t, decisions = kyvernoTargets(match)
+		}
 		for _, d := range decisions {
 			block("match: %s", d)
 		}
@@ -287,7 +300,24 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 	if blocked {
 		return
 	}
-	notes, decisions := t.exclude(exclude, r.SourceNamespace)
+	// A copy under another name may go beside its source, into its
+	// namespace; one under the source's name never does.
+	renamed := gen.Clone != nil && gen.Name != "" && gen.Name != gen.Clone.Name
+	own := r.SourceNamespace
+	if renamed {
+		own = ""
+	}
+	var notes, decisions []string
+	if trig != nil {
+		var d string
+		if t, d = trig.targets(r, gen.Namespace); d != "" {
+			block("%s", d)
+		} else {
+			notes, decisions = t.excludeTrigger(exclude, trig, own)
+		}
+	} else {
+		notes, decisions = t.exclude(exclude, own)
+	}
 	for _, d := range decisions {
 		block("exclude: %s", d)
 	}
@@ -375,9 +405,22 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 		block("the rule names no source namespace (clone.namespace or cloneList.namespace): Kyverno refuses such a cloneList of a namespaced kind, and looks the source of such a clone up as a cluster-scoped object, finding none; a MirrorPolicy without a namespace would copy out of whatever namespace kubectl apply uses")
 	case len(errs) > 0:
 		block("the source namespace %q is not a valid namespace name", r.SourceNamespace)
+	case r.Namespace != "" && r.SourceNamespace != r.Namespace:
+		block("the source namespace %s: a Policy in %s clones only objects of its own namespace (Kyverno refuses another)", r.SourceNamespace, r.Namespace)
 	}
 
 	switch {
+	case trig != nil:
+		// Where a trigger's copies go was decided with its targets.
+		spec.Trigger = trig.trigger.DeepCopy()
+		r.Notes = append(r.Notes, trig.notes(sources, spec.TargetName, gen.Synchronize)...)
+		switch {
+		case own == "" || !t.reaches(own):
+		case slices.Equal(t.entries, []string{own}) && t.selector == "":
+			block("the triggers can only be in %s, which holds the source, and the copies have the source's name: the copy would be its source, and the agent never overwrites a source, so the MirrorPolicy would copy nothing", own)
+		default:
+			r.Notes = append(r.Notes, fmt.Sprintf("a trigger in %s, the source's namespace, makes no copy there: the copy would have the source's name and replace it, and the agent never overwrites a source", own))
+		}
 	case kyvernoEachNamespace.MatchString(strings.TrimSpace(gen.Namespace)):
 	case strings.Contains(gen.Namespace, "{{"):
 		block("generate.namespace %q uses a variable: only {{request.object.metadata.name}}, each matched namespace, translates", gen.Namespace)
@@ -399,7 +442,11 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 	switch {
 	case !gen.Synchronize:
 		spec.CopyOnce = true
-		r.Notes = append(r.Notes, "synchronize: false: copyOnce: each copy is made once and then left to its namespace (not updated, not made again once deleted, kept when the source or the MirrorPolicy goes)")
+		kept := "the source or the MirrorPolicy goes"
+		if trig != nil {
+			kept = "the source, the MirrorPolicy or the trigger goes"
+		}
+		r.Notes = append(r.Notes, "synchronize: false: copyOnce: each copy is made once and then left to its namespace (not updated, not made again once deleted, kept when "+kept+")")
 	case gen.OrphanDownstreamOnPolicyDelete:
 		spec.DeletionPolicy = v1alpha1.DeletionPolicyOrphan
 		r.Notes = append(r.Notes, "synchronize: true with orphanDownstreamOnPolicyDelete: the copies follow their source; deleting the MirrorPolicy leaves them as plain objects (deletionPolicy: Orphan)")
@@ -427,11 +474,22 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 		r.Notes = append(r.Notes, "useServerSideApply: keepAdditions: keys and labels other writers add to a copy stay; those the source has keep the source's values")
 	}
 	if existing := gen.GenerateExisting; (existing == nil && !policySpec.generateExisting) || (existing != nil && !*existing) {
-		r.Notes = append(r.Notes, "generateExisting is off: Kyverno copied only into namespaces created after the policy; the MirrorPolicy also copies into the namespaces that exist already")
+		if trig != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("generateExisting is off: Kyverno copied only for the triggers created or changed after the policy; the MirrorPolicy also copies into the namespaces that hold a %s matching the trigger already", trig.trigger.Kind))
+		} else {
+			r.Notes = append(r.Notes, "generateExisting is off: Kyverno copied only into namespaces created after the policy; the MirrorPolicy also copies into the namespaces that exist already")
+		}
 	}
 	if slices.Contains(spec.TargetNamespaces, annotations.KeywordAll) {
-		r.Notes = append(r.Notes, fmt.Sprintf("%s skips the source's own namespace, the agent's --excluded-namespaces (default %s) and namespaces labelled %s=false",
-			annotations.KeywordAll, strings.Join(targets.DefaultExcludedNamespaces, ", "), annotations.LabelAllowMirrors))
+		skips := "the source's own namespace, the agent's"
+		if renamed {
+			skips = "the agent's"
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("%s skips %s --excluded-namespaces (default %s) and namespaces labelled %s=false",
+			annotations.KeywordAll, skips, strings.Join(targets.DefaultExcludedNamespaces, ", "), annotations.LabelAllowMirrors))
+		if renamed {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s takes in the source's own namespace too: the copies have another name (targetName), so the copy there goes beside its source", annotations.KeywordAll))
+		}
 	}
 	// Kyverno's clones carry their source's UID: the agent takes over
 	// exactly those of this source, in one write each; for a copy made
@@ -459,6 +517,9 @@ func translateKyvernoRule(r *KyvernoRule, rule map[string]any, policySpec kyvern
 		req := policy.Request(&p.Spec)
 		for _, problem := range req.Problems {
 			block("the translation is invalid: %s", problem)
+		}
+		if _, _, _, err := policy.Trigger(&p.Spec); err != nil {
+			block("the translation is invalid: %v", err)
 		}
 		if req.TransformErr != nil {
 			block("the translation is invalid: %v", req.TransformErr)
@@ -585,11 +646,13 @@ type kyvernoTargetSet struct {
 	selector string
 	// excluded are never targets (spec.excludeNamespaces).
 	excluded []string
+	// sourceExcluded: exclude names the source's namespace, which holds
+	// no copy of the source's name anyway.
+	sourceExcluded bool
 }
 
-// kyvernoTargets translates the namespaces a rule matches into targets, or
-// says why it cannot: fleetmirror targets namespaces, so the trigger must
-// be the creation of a Namespace.
+// kyvernoTargets translates the namespaces a rule triggered by Namespaces
+// matches into targets, or says why it cannot.
 func kyvernoTargets(m kyvernoMatch) (kyvernoTargetSet, []string) {
 	filters, d := kyvernoFilters(m, "match")
 	if d != "" {
@@ -647,6 +710,438 @@ func kyvernoTargets(m kyvernoMatch) (kyvernoTargetSet, []string) {
 		return kyvernoTargetSet{entries: entries, selector: selectors[0]}, nil
 	}
 	return kyvernoTargetSet{entries: entries}, nil
+}
+
+// kyvernoTrigger is what a match block whose kind is not Namespace says:
+// the objects that trigger the rule, and the namespaces they may be in.
+type kyvernoTrigger struct {
+	trigger v1alpha1.PolicyTrigger
+	// namespaces are match's namespaces as target entries, and as match
+	// spells them; nil when match takes objects in every namespace.
+	namespaces, rawNamespaces []string
+	// groupless: match names the kind without its API group, which
+	// Kyverno matches in every group.
+	groupless bool
+}
+
+// kyvernoTriggered reports whether a filter of m selects a kind other
+// than Namespace: the rule is triggered by such objects.
+func kyvernoTriggered(m kyvernoMatch) bool {
+	filters, d := kyvernoFilters(m, "match")
+	return d == "" && slices.ContainsFunc(filters, func(f kyvernoFilter) bool {
+		return f.Resources != nil && slices.ContainsFunc(f.Resources.Kinds, func(k string) bool { return !kyvernoNamespaceKind(k) })
+	})
+}
+
+// kyvernoTriggerOf translates a match block whose kind is not Namespace
+// into a trigger (spec.trigger), or says why it cannot. Alternatives
+// (any) translate when they differ only in the names they take.
+func kyvernoTriggerOf(m kyvernoMatch) (*kyvernoTrigger, []string) {
+	filters, d := kyvernoFilters(m, "match")
+	if d != "" {
+		return nil, []string{d}
+	}
+	var (
+		decisions, kinds, names []string
+		anyName                 bool
+		first                   *kyvernoResources
+	)
+	for _, f := range filters {
+		res := f.Resources
+		switch {
+		case len(f.Subjects)+len(f.Roles)+len(f.ClusterRoles) > 0:
+			decisions = append(decisions, "subjects, roles and clusterRoles select who makes the request; a MirrorPolicy does not look at who creates its trigger")
+			continue
+		case res == nil:
+			decisions = append(decisions, "a filter without resources")
+			continue
+		case len(res.Kinds) == 0:
+			decisions = append(decisions, "a filter without kinds: a trigger is one kind")
+			continue
+		}
+		for _, k := range res.Kinds {
+			if !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+		switch {
+		case res.NamespaceSelector != nil:
+			decisions = append(decisions, "namespaceSelector: Kyverno tests the labels of a trigger's namespace when the trigger is created or changed, while a MirrorPolicy's targetNamespaceSelector follows them; no counterpart")
+		case len(res.Annotations) > 0:
+			decisions = append(decisions, "annotations: a trigger selects its objects by name or label, not by annotation")
+		case !kyvernoCreateAndUpdate(res.Operations):
+			decisions = append(decisions, fmt.Sprintf("operations %v: Kyverno copies on these requests only; a MirrorPolicy copies into a namespace while an object there matches the trigger: only CREATE and UPDATE together (or no operations) translate", res.Operations))
+		}
+		filterNames := slices.Clone(res.Names)
+		if res.Name != "" {
+			filterNames = append(filterNames, res.Name)
+		}
+		anyName = anyName || len(filterNames) == 0
+		for _, n := range filterNames {
+			if d := kyvernoTriggerName(n); d != "" {
+				decisions = append(decisions, d)
+			} else if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		switch {
+		case first == nil:
+			first = res
+		case !slices.Equal(first.Namespaces, res.Namespaces) || !reflect.DeepEqual(first.Selector, res.Selector):
+			decisions = append(decisions, "the filters differ in namespaces or selector: a trigger has one selector, and the namespaces are the policy's targets; only alternatives that differ in their names translate")
+		}
+	}
+	if first == nil {
+		return nil, decisions
+	}
+
+	tr := &kyvernoTrigger{}
+	if slices.ContainsFunc(kinds, kyvernoNamespaceKind) {
+		decisions = append(decisions, fmt.Sprintf("kinds %v: a trigger is one kind; Kyverno copies when a Namespace or an object of another kind is created or changed", kinds))
+	} else {
+		var gvks []schema.GroupVersionKind
+		for _, k := range kinds {
+			gvk, groupless, err := kyvernoTriggerKind(k)
+			if err != nil {
+				decisions = append(decisions, fmt.Sprintf("kinds: %v", err))
+				continue
+			}
+			if !slices.Contains(gvks, gvk) {
+				gvks = append(gvks, gvk)
+			}
+			tr.groupless = tr.groupless || groupless
+		}
+		switch {
+		case len(gvks) > 1:
+			decisions = append(decisions, fmt.Sprintf("kinds %v: a trigger is one kind; Kyverno copies when an object of any of them is created or changed", kinds))
+		case len(gvks) == 1:
+			tr.trigger.APIVersion, tr.trigger.Kind = gvks[0].GroupVersion().String(), gvks[0].Kind
+		}
+	}
+	if !anyName {
+		if len(names) > 16 {
+			decisions = append(decisions, fmt.Sprintf("names: %d names; spec.trigger.names holds at most 16", len(names)))
+		}
+		tr.trigger.Names = names
+	}
+	if sel := first.Selector; sel != nil {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		switch w := kyvernoSelectorWildcard(sel); {
+		case w != "":
+			decisions = append(decisions, "selector: "+w)
+		case err != nil:
+			decisions = append(decisions, fmt.Sprintf("selector: %v", err))
+		case !s.Empty():
+			tr.trigger.Selector = sel.DeepCopy()
+		}
+	}
+	for _, n := range first.Namespaces {
+		e, err := kyvernoNamePattern(n)
+		if err != nil {
+			decisions = append(decisions, fmt.Sprintf("namespaces: %q: %v", n, err))
+			continue
+		}
+		if !slices.Contains(tr.namespaces, e) {
+			tr.namespaces = append(tr.namespaces, e)
+		}
+	}
+	if slices.Contains(tr.namespaces, annotations.KeywordAll) {
+		tr.namespaces = nil // "*": every namespace
+	}
+	if tr.namespaces != nil {
+		tr.rawNamespaces = slices.Clone(first.Namespaces)
+	}
+	if len(decisions) > 0 {
+		return nil, decisions
+	}
+	return tr, nil
+}
+
+// kyvernoCreateAndUpdate reports whether operations, of a match filter,
+// are Kyverno's for a trigger that is there: none (every request), or
+// CREATE and UPDATE alone.
+func kyvernoCreateAndUpdate(operations []string) bool {
+	return len(operations) == 0 || slices.Contains(operations, "CREATE") && slices.Contains(operations, "UPDATE") &&
+		!slices.ContainsFunc(operations, func(o string) bool { return o != "CREATE" && o != "UPDATE" })
+}
+
+// kyvernoTriggerName says why n, a name of match, is no name of a
+// trigger's objects; "" when it is one.
+func kyvernoTriggerName(n string) string {
+	switch {
+	case strings.ContainsAny(n, "*?"):
+		return fmt.Sprintf("names: %q: a wildcard; a trigger names its objects exactly", n)
+	case strings.Contains(n, "."):
+		return fmt.Sprintf("names: %q: in Kyverno's patterns '.' is any one character, so it also matches other names; a trigger names its objects exactly", n)
+	}
+	if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+		return fmt.Sprintf("names: %q is no name spec.trigger.names takes: %s", n, errs[0])
+	}
+	return ""
+}
+
+// kyvernoBuiltinKinds are the API versions of the built-in namespaced
+// kinds a match names without their group (ConfigMap, v1/ConfigMap):
+// Kyverno matches such a kind in every group, and the trigger takes the
+// built-in one. A kind of several served versions is not among them.
+var kyvernoBuiltinKinds = map[string]schema.GroupVersion{
+	"ConfigMap": {Version: "v1"}, "Secret": {Version: "v1"}, "Service": {Version: "v1"}, "ServiceAccount": {Version: "v1"},
+	"Pod": {Version: "v1"}, "PersistentVolumeClaim": {Version: "v1"}, "Endpoints": {Version: "v1"}, "LimitRange": {Version: "v1"},
+	"ResourceQuota": {Version: "v1"}, "ReplicationController": {Version: "v1"}, "PodTemplate": {Version: "v1"},
+	"Deployment": {Group: "apps", Version: "v1"}, "StatefulSet": {Group: "apps", Version: "v1"}, "DaemonSet": {Group: "apps", Version: "v1"},
+	"ReplicaSet": {Group: "apps", Version: "v1"}, "ControllerRevision": {Group: "apps", Version: "v1"},
+	"Job": {Group: "batch", Version: "v1"}, "CronJob": {Group: "batch", Version: "v1"},
+	"Ingress": {Group: "networking.k8s.io", Version: "v1"}, "NetworkPolicy": {Group: "networking.k8s.io", Version: "v1"},
+	"Role": {Group: "rbac.authorization.k8s.io", Version: "v1"}, "RoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1"},
+	"PodDisruptionBudget": {Group: "policy", Version: "v1"}, "EndpointSlice": {Group: "discovery.k8s.io", Version: "v1"},
+	"Lease": {Group: "coordination.k8s.io", Version: "v1"},
+}
+
+// kyvernoVersion is a version as Kyverno's kind selectors tell it from a
+// group or a kind.
+var kyvernoVersion = regexp.MustCompile(`^(v\d+((alpha|beta)\d+)?|\*)$`)
+
+// kyvernoTriggerKind parses a kind of a match block as Kyverno does
+// (KIND, VERSION/KIND or GROUP/VERSION/KIND) into the kind of a trigger;
+// groupless says that match named no API group, and the kind is the
+// built-in one of that name.
+func kyvernoTriggerKind(s string) (gvk schema.GroupVersionKind, groupless bool, err error) {
+	parts := strings.Split(s, "/")
+	kind := parts[len(parts)-1]
+	clusterScoped := func(kind string) error {
+		return fmt.Errorf("%q: %s is cluster-scoped: the namespaces that hold a trigger get the copies, and a %s is in none", s, kind, kind)
+	}
+	switch {
+	case strings.ContainsAny(s, "*?"):
+		return gvk, false, fmt.Errorf("%q: a wildcard kind; a trigger is one kind", s)
+	case strings.Contains(kind, ".") || len(parts) == 2 && !kyvernoVersion.MatchString(parts[0]) || len(parts) == 3 && kyvernoVersion.MatchString(parts[0]):
+		return gvk, false, fmt.Errorf("%q: a subresource; a trigger is an object", s)
+	case len(parts) > 3:
+		return gvk, false, fmt.Errorf("%q: write KIND, VERSION/KIND or GROUP/VERSION/KIND, such as apps/v1/Deployment", s)
+	case len(parts) == 3:
+		src, err := kyvernoKind(s)
+		if err != nil {
+			return gvk, false, err
+		}
+		gv, _ := schema.ParseGroupVersion(src.APIVersion)
+		if gvk = gv.WithKind(src.Kind); slices.Contains(kyvernoClusterScoped, gvk.GroupKind()) {
+			return gvk, false, clusterScoped(kind)
+		}
+		return gvk, false, nil
+	}
+	gv, ok := kyvernoBuiltinKinds[kind]
+	switch {
+	case slices.ContainsFunc(kyvernoClusterScoped, func(c schema.GroupKind) bool { return c.Kind == kind }):
+		return gvk, false, clusterScoped(kind)
+	case !ok:
+		return gvk, false, fmt.Errorf("%q has no API group: Kyverno matches a %s of any group; write GROUP/VERSION/KIND", s, kind)
+	case len(parts) == 2 && parts[0] != gv.Version:
+		return gvk, false, fmt.Errorf("%q: the built-in %s is %s; write GROUP/VERSION/KIND", s, kind, gv.WithKind(kind).GroupVersion())
+	}
+	return gv.WithKind(kind), true, nil
+}
+
+// targets are the namespaces the copies of a rule triggered by tr go
+// to: those its triggers may be in, narrowed to generate.namespace
+// (namespace); or why generate.namespace has no such translation.
+func (tr *kyvernoTrigger) targets(r *KyvernoRule, namespace string) (kyvernoTargetSet, string) {
+	each := kyvernoTriggerNamespace.MatchString(strings.TrimSpace(namespace))
+	if p := r.Namespace; p != "" {
+		// A Policy sees only the objects of its namespace, and copies
+		// only into it.
+		switch {
+		case !each && namespace != p:
+			return kyvernoTargetSet{}, fmt.Sprintf("generate.namespace %q: a Policy copies only into its own namespace, %s (Kyverno refuses another); only %s or {{request.object.metadata.namespace}} translates", namespace, p, p)
+		case tr.namespaces != nil && !glob.MustParseList(tr.namespaces...).Match(p):
+			return kyvernoTargetSet{}, fmt.Sprintf("match: namespaces %v leave out %s, the Policy's namespace, the only one whose objects trigger it: the rule copies nothing", tr.rawNamespaces, p)
+		}
+		return kyvernoTargetSet{entries: []string{p}}, ""
+	}
+	switch {
+	case each && tr.namespaces == nil:
+		return kyvernoTargetSet{entries: []string{annotations.KeywordAll}}, ""
+	case each:
+		return kyvernoTargetSet{entries: slices.Clone(tr.namespaces)}, ""
+	case strings.Contains(namespace, "{{"):
+		return kyvernoTargetSet{}, fmt.Sprintf("generate.namespace %q uses a variable: with a trigger of kind %s, only {{request.object.metadata.namespace}}, the trigger's namespace, translates", namespace, tr.trigger.Kind)
+	case namespace == "":
+		return kyvernoTargetSet{}, "generate.namespace is empty: Kyverno copies into the policy's namespace (or makes a cluster-scoped copy); a MirrorPolicy copies into the namespaces it targets"
+	case slices.Equal(tr.rawNamespaces, []string{namespace}) && !strings.ContainsAny(namespace, "*?"):
+		return kyvernoTargetSet{entries: []string{namespace}}, ""
+	}
+	return kyvernoTargetSet{}, fmt.Sprintf("generate.namespace %q: Kyverno copies into %s whenever a trigger appears in any namespace match allows; a trigger narrows the targets to the namespaces that hold one, so only a match restricted to namespaces: [%s] translates", namespace, namespace, namespace)
+}
+
+// notes say what a MirrorPolicy with tr's trigger needs, and where it
+// differs from Kyverno, for sources copied under targetName (or their own
+// names) and synchronized or not.
+func (tr *kyvernoTrigger) notes(sources []v1alpha1.PolicySource, targetName string, sync bool) []string {
+	t := tr.trigger
+	gv, _ := schema.ParseGroupVersion(t.APIVersion)
+	kind := schema.GroupKind{Group: gv.Group, Kind: t.Kind}
+	notes := []string{fmt.Sprintf("trigger: the agent watches the %s objects (their metadata) to find the namespaces that hold a trigger, so it needs list and watch on them, or the MirrorPolicy reports KindNotMirrored: the member chart grants both on the kinds it mirrors (config.resourceTypes; Secrets and ConfigMaps when unset); for another kind, grant them to the agent's ServiceAccount (rbac.extraRules)", kind)}
+	if tr.groupless {
+		notes = append(notes, fmt.Sprintf("trigger: %s is the built-in %s %s: a kind without its API group also matches, in Kyverno, a %s of any other group", t.Kind, t.APIVersion, t.Kind, t.Kind))
+	}
+	if sync {
+		n := fmt.Sprintf("synchronize: true with a trigger: a namespace's copy is deleted once no %s there matches the trigger (deleted, or changed so that it no longer matches), as Kyverno deletes a synchronized copy with its trigger", t.Kind)
+		if len(t.Names) != 1 {
+			n += "; Kyverno ties a copy to the one object that triggered it, so with several in a namespace it may delete the copy while another is still there"
+		}
+		notes = append(notes, n)
+	}
+	for _, src := range sources {
+		sgv, _ := schema.ParseGroupVersion(src.APIVersion)
+		copies := src.Names
+		if targetName != "" {
+			copies = []string{targetName}
+		}
+		if (schema.GroupKind{Group: sgv.Group, Kind: src.Kind}) == kind &&
+			(len(t.Names) == 0 || len(copies) == 0 || slices.ContainsFunc(copies, func(n string) bool { return slices.Contains(t.Names, n) })) {
+			notes = append(notes, fmt.Sprintf("the trigger's kind is the kind copied: a copy that matches the trigger itself is a trigger too, and keeps its namespace a target after the %s that triggered it goes", t.Kind))
+			break
+		}
+	}
+	return notes
+}
+
+// reaches reports whether t may target sourceNamespace, the source's:
+// whether a trigger there may make a copy, but for the source's name.
+func (t *kyvernoTargetSet) reaches(sourceNamespace string) bool {
+	if t.sourceExcluded || glob.MustParseList(t.excluded...).Match(sourceNamespace) {
+		return false
+	}
+	return t.selector != "" || slices.ContainsFunc(t.entries, func(e string) bool { return e == annotations.KeywordAll || glob.MustParse(e).Match(sourceNamespace) })
+}
+
+// excludeTrigger takes what an exclude block excludes out of t and tr:
+// the objects it excludes by namespace leave their namespaces out of the
+// targets (a namespace without a trigger gets no copy), those it
+// excludes by one label requirement leave tr's selector. It returns notes
+// on what translated and decisions on what did not.
+func (t *kyvernoTargetSet) excludeTrigger(m kyvernoMatch, tr *kyvernoTrigger, sourceNamespace string) (notes, decisions []string) {
+	filters, d := kyvernoFilters(m, "exclude")
+	if d != "" {
+		return nil, []string{d}
+	}
+	gv, _ := schema.ParseGroupVersion(tr.trigger.APIVersion)
+	gvk := gv.WithKind(tr.trigger.Kind)
+	var names, requirements []string
+	for _, f := range filters {
+		res := f.Resources
+		switch {
+		case len(f.Subjects)+len(f.Roles)+len(f.ClusterRoles) > 0:
+			decisions = append(decisions, "subjects, roles and clusterRoles select who makes the request; a MirrorPolicy does not look at who creates its trigger")
+			continue
+		case res == nil || kyvernoEmptyResources(res):
+			continue // Kyverno excludes nothing with an empty filter
+		}
+		if len(res.Kinds) > 0 {
+			if k := slices.IndexFunc(res.Kinds, func(k string) bool { return strings.ContainsAny(k, "*?") }); k >= 0 {
+				decisions = append(decisions, fmt.Sprintf("kinds %v: the wildcard %q may match %s; write its kind", res.Kinds, res.Kinds[k], gvk.Kind))
+				continue
+			}
+			if !slices.ContainsFunc(res.Kinds, func(k string) bool { return kyvernoKindSelects(k, gvk) }) {
+				continue // it never excludes a trigger
+			}
+		}
+		switch {
+		case res.NamespaceSelector != nil:
+			decisions = append(decisions, "namespaceSelector: Kyverno tests the labels of a trigger's namespace when the trigger is created or changed; no counterpart")
+		case len(res.Annotations) > 0:
+			decisions = append(decisions, "annotations: a trigger selects its objects by name or label, not by annotation")
+		case len(res.Operations) > 0:
+			decisions = append(decisions, fmt.Sprintf("operations %v: the exclusion depends on the request; a MirrorPolicy does not look at requests", res.Operations))
+		case res.Name != "" || len(res.Names) > 0:
+			decisions = append(decisions, "names: a trigger has no exclusion by name; name the objects that trigger the rule in match")
+		case len(res.Namespaces) > 0 && res.Selector != nil:
+			decisions = append(decisions, "namespaces and selector together exclude the objects that match both; a MirrorPolicy has no counterpart")
+		case res.Selector != nil:
+			req, d := kyvernoNegation(res.Selector)
+			if d != "" {
+				decisions = append(decisions, d)
+			} else {
+				requirements = append(requirements, req)
+			}
+		case len(res.Namespaces) > 0:
+			names = append(names, res.Namespaces...)
+		default:
+			decisions = append(decisions, fmt.Sprintf("the filter excludes every %s: the rule copies nothing", gvk.Kind))
+		}
+	}
+	if len(decisions) > 0 {
+		return nil, decisions
+	}
+	more, undone := t.excludeNames(names, "namespaces", sourceNamespace)
+	notes, decisions = append(notes, more...), append(decisions, undone...)
+	if len(requirements) > 0 {
+		sel := tr.trigger.Selector
+		if sel == nil {
+			sel = &metav1.LabelSelector{}
+		}
+		for _, req := range requirements {
+			parsed, err := labels.ParseToRequirements(req)
+			if err != nil {
+				decisions = append(decisions, fmt.Sprintf("selector: %v", err))
+				continue
+			}
+			for _, r := range parsed {
+				sel.MatchExpressions = append(sel.MatchExpressions, kyvernoRequirement(r))
+			}
+		}
+		tr.trigger.Selector = sel
+		s, _ := metav1.LabelSelectorAsSelector(sel)
+		notes = append(notes, fmt.Sprintf("exclude: by label, the trigger's selector %s", s))
+	}
+	if len(decisions) == 0 && len(t.entries) == 0 && t.selector == "" {
+		decisions = append(decisions, "it excludes every namespace the rule matches: the rule copies nothing")
+	}
+	return notes, decisions
+}
+
+// excludeNames takes the namespaces names (Kyverno's patterns, from the
+// exclude block's field) out of t, and returns notes on what translated
+// and decisions on what did not.
+func (t *kyvernoTargetSet) excludeNames(names []string, field, sourceNamespace string) (notes, decisions []string) {
+	for _, n := range names {
+		e, err := kyvernoNamePattern(n)
+		if err != nil {
+			decisions = append(decisions, fmt.Sprintf("%s: %q: %v", field, n, err))
+			continue
+		}
+		note, d := t.excludeName(e, sourceNamespace)
+		if d != "" {
+			decisions = append(decisions, d)
+		} else if note != "" {
+			notes = append(notes, note)
+		}
+	}
+	return notes, decisions
+}
+
+// kyvernoRequirement is r as a label selector's requirement.
+func kyvernoRequirement(r labels.Requirement) metav1.LabelSelectorRequirement {
+	op := map[selection.Operator]metav1.LabelSelectorOperator{
+		selection.Equals: metav1.LabelSelectorOpIn, selection.DoubleEquals: metav1.LabelSelectorOpIn, selection.In: metav1.LabelSelectorOpIn,
+		selection.NotEquals: metav1.LabelSelectorOpNotIn, selection.NotIn: metav1.LabelSelectorOpNotIn,
+		selection.Exists: metav1.LabelSelectorOpExists, selection.DoesNotExist: metav1.LabelSelectorOpDoesNotExist,
+	}[r.Operator()]
+	return metav1.LabelSelectorRequirement{Key: r.Key(), Operator: op, Values: r.ValuesUnsorted()}
+}
+
+// kyvernoKindSelects reports whether k, a kind of a filter as Kyverno
+// spells it, selects the objects of gvk.
+func kyvernoKindSelects(k string, gvk schema.GroupVersionKind) bool {
+	parts := strings.Split(k, "/")
+	switch len(parts) {
+	case 1:
+		return parts[0] == gvk.Kind
+	case 2:
+		return parts[1] == gvk.Kind && parts[0] == gvk.Version
+	case 3:
+		return parts[2] == gvk.Kind && parts[1] == gvk.Version && parts[0] == gvk.Group
+	}
+	return false
 }
 
 // kyvernoNameLabel is the label the API server sets on every namespace to
@@ -711,19 +1206,8 @@ func (t *kyvernoTargetSet) exclude(m kyvernoMatch, sourceNamespace string) (note
 	if len(decisions) > 0 {
 		return nil, decisions
 	}
-	for _, n := range names {
-		e, err := kyvernoNamePattern(n)
-		if err != nil {
-			decisions = append(decisions, fmt.Sprintf("names: %q: %v", n, err))
-			continue
-		}
-		note, d := t.excludeName(e, sourceNamespace)
-		if d != "" {
-			decisions = append(decisions, d)
-		} else if note != "" {
-			notes = append(notes, note)
-		}
-	}
+	more, undone := t.excludeNames(names, "names", sourceNamespace)
+	notes, decisions = append(notes, more...), append(decisions, undone...)
 	if len(requirements) > 0 {
 		if d := t.narrow(requirements); d != "" {
 			decisions = append(decisions, d)
@@ -747,6 +1231,7 @@ func (t *kyvernoTargetSet) excludeName(n, sourceNamespace string) (note, decisio
 	case n == annotations.KeywordAll:
 		return "", "it excludes every namespace: the rule copies nothing"
 	case g.Literal() && n == sourceNamespace:
+		t.sourceExcluded = true
 		return fmt.Sprintf("exclude: %s holds the source, which a MirrorPolicy never copies into", n), ""
 	}
 	// A namespace named by an entry and excluded would be reported as
@@ -851,8 +1336,9 @@ func kyvernoEmptyResources(res *kyvernoResources) bool {
 		res.Name == "" && res.Selector == nil && res.NamespaceSelector == nil
 }
 
-// kyvernoNamespaceFilter says why filter of a match block does not select
-// namespaces by their names or labels alone, or "" when it does.
+// kyvernoNamespaceFilter says why filter of a match block of Namespaces
+// does not select namespaces by their names or labels alone, or "" when it
+// does.
 func kyvernoNamespaceFilter(f kyvernoFilter) string {
 	res := f.Resources
 	switch {
@@ -860,10 +1346,10 @@ func kyvernoNamespaceFilter(f kyvernoFilter) string {
 		return "subjects, roles and clusterRoles select who makes the request; a MirrorPolicy does not look at who creates a namespace"
 	case res == nil:
 		return "a filter without resources"
-	case len(res.Kinds) == 0 || !slices.ContainsFunc(res.Kinds, kyvernoNamespaceKind):
-		return fmt.Sprintf("kinds %v: Kyverno copies when such an object is created or changed; a MirrorPolicy copies into namespaces, so only kinds [Namespace] translate", res.Kinds)
-	case slices.ContainsFunc(res.Kinds, func(k string) bool { return !kyvernoNamespaceKind(k) }):
-		return fmt.Sprintf("kinds %v: Kyverno also copies when an object of another kind than Namespace is created or changed; only kinds [Namespace] translate", res.Kinds)
+	case len(res.Kinds) == 0:
+		// Another kind in any filter makes the rule one of a trigger
+		// (kyvernoTriggered): this one names none.
+		return "a filter without kinds: name Namespace, or the one kind of a trigger"
 	case res.NamespaceSelector != nil:
 		return "namespaceSelector: Kyverno does not apply it to a Namespace, so the filter matches no namespace; select namespaces with selector"
 	case len(res.Annotations) > 0:

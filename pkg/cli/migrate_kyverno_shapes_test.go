@@ -31,6 +31,25 @@ const (
   clone: {namespace: platform, name: regcred}`
 )
 
+// Parts of rules triggered by a ConfigMap (or another kind than
+// Namespace): Kyverno's example, a Secret cloned when a ConfigMap test-org
+// labelled create-secret: "true" is created, into its namespace.
+const (
+	matchTestOrg      = "match: {any: [{resources: {kinds: [ConfigMap], names: [test-org], selector: {matchLabels: {create-secret: \"true\"}}}}]}"
+	intoTriggers      = "namespace: \"{{ request.object.metadata.namespace }}\""
+	intoEachNamespace = "namespace: \"{{request.object.metadata.name}}\""
+)
+
+// onTrigger is generateRegcred into the trigger's namespace, with each
+// pair of old and new strings replaced.
+func onTrigger(replace ...string) string {
+	g := regenerate(intoEachNamespace, intoTriggers)
+	for i := 0; i+1 < len(replace); i += 2 {
+		g = strings.Replace(g, replace[i], replace[i+1], 1)
+	}
+	return g
+}
+
 // shape is a rule named copy made of parts, each a YAML block at the level
 // of the rule's fields; a part replaces the default match or generate
 // when it starts with the same key.
@@ -78,14 +97,22 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 	// A synchronized copy adopts Kyverno's clones of its source; one kept
 	// when the policy goes is taken back when it is applied again.
 	adoptKyverno, takeBack := []string{"kyverno"}, []string{"kyverno", "fleetmirror"}
+	// Kyverno's example trigger: the ConfigMap test-org labelled
+	// create-secret: "true".
+	testOrg := &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap", Names: []string{"test-org"},
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"create-secret": "true"}}}
+	// What every trigger translation says: the permission the agent needs.
+	watches := "trigger: the agent watches the ConfigMap objects (their metadata) to find the namespaces that hold a trigger, so it needs list and watch on them, or the MirrorPolicy reports KindNotMirrored: the member chart grants both on the kinds it mirrors"
 	type want struct {
-		policies         map[string]v1alpha1.MirrorPolicySpec
-		decisions, notes []string
+		policies                  map[string]v1alpha1.MirrorPolicySpec
+		decisions, notes, without []string
 	}
 	for _, tc := range []struct {
 		name string
-		rule string
-		want want
+		// namespace makes the policy a Policy of that namespace.
+		namespace string
+		rule      string
+		want      want
 	}{
 		// What translates.
 		{
@@ -222,6 +249,103 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			},
 		},
 
+		// Triggers other than a Namespace: copies into the namespaces that
+		// hold a matching object.
+		{
+			name: "a ConfigMap by name and label triggers a copy into its namespace",
+			rule: shape(matchTestOrg, onTrigger()),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all, Trigger: testOrg}},
+				notes: []string{watches, "for another kind, grant them to the agent's ServiceAccount (rbac.extraRules)",
+					"trigger: ConfigMap is the built-in v1 ConfigMap: a kind without its API group also matches, in Kyverno, a ConfigMap of any other group",
+					"synchronize: true with a trigger: a namespace's copy is deleted once no ConfigMap there matches the trigger (deleted, or changed so that it no longer matches)",
+					"a trigger in platform, the source's namespace, makes no copy there: the copy would have the source's name and replace it, and the agent never overwrites a source",
+					"all skips the source's own namespace", "generateExisting is off: Kyverno copied only for the triggers created or changed after the policy"},
+				without: []string{"Kyverno ties a copy to the one object", "all takes in the source's own namespace"},
+			},
+		}, {
+			name: "a trigger of GROUP/VERSION/KIND in some namespaces",
+			rule: shape("match: {any: [{resources: {kinds: [apps/v1/Deployment], namespaces: [team-*, prod], operations: [UPDATE, CREATE]}}]}", onTrigger()),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: []string{"team-*", "prod"},
+					Trigger: &v1alpha1.PolicyTrigger{APIVersion: "apps/v1", Kind: "Deployment"}}},
+				notes:   []string{"trigger: the agent watches the Deployment.apps objects", "Kyverno ties a copy to the one object that triggered it, so with several in a namespace it may delete the copy while another is still there"},
+				without: []string{"is the built-in", "makes no copy there"},
+			},
+		}, {
+			name: "a trigger in the one namespace generate.namespace names",
+			rule: shape("match: {any: [{resources: {kinds: [v1/ConfigMap], names: [test-org], namespaces: [prod]}}]}", onTrigger(intoTriggers, "namespace: prod")),
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: []string{"prod"},
+				Trigger: &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap", Names: []string{"test-org"}}}}},
+		}, {
+			name:      "a Policy copies into its own namespace",
+			namespace: "platform",
+			rule:      shape(matchTestOrg, onTrigger(intoTriggers, "namespace: platform", "name: regcred", "name: pull-secret")),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: []string{"platform"}, TargetName: "pull-secret", Trigger: testOrg}},
+				notes:    []string{watches},
+				without:  []string{"makes no copy there"},
+			},
+		}, {
+			name:      "a Policy copies into the trigger's namespace, its own",
+			namespace: "platform",
+			rule:      shape(strings.Replace(matchTestOrg, "names: [test-org], ", "namespaces: [plat*], ", 1), onTrigger("name: regcred", "name: pull-secret")),
+			want: want{policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: []string{"platform"}, TargetName: "pull-secret",
+				Trigger: &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap", Selector: testOrg.Selector}}}},
+		}, {
+			name: "a trigger, synchronize: false",
+			rule: shape(matchTestOrg, onTrigger("synchronize: true", "synchronize: false")),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, CopyOnce: true, Adopt: adoptKyverno, TargetNamespaces: all, Trigger: testOrg}},
+				notes:    []string{watches, "synchronize: false: copyOnce: each copy is made once and then left to its namespace (not updated, not made again once deleted, kept when the source, the MirrorPolicy or the trigger goes)"},
+				without:  []string{"synchronize: true with a trigger"},
+			},
+		}, {
+			name: "a trigger, a copy under another name, also beside its source",
+			rule: shape(matchTestOrg, onTrigger("name: regcred", "name: pull-secret")),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all, TargetName: "pull-secret", Trigger: testOrg}},
+				notes:    []string{watches, "all skips the agent's --excluded-namespaces", "all takes in the source's own namespace too: the copies have another name (targetName)"},
+				without:  []string{"makes no copy there", "all skips the source's own namespace"},
+			},
+		}, {
+			name: "a trigger, alternatives by name",
+			rule: shape("match:\n  any:\n  - resources: {kinds: [ConfigMap], names: [a]}\n  - resources: {kinds: [v1/ConfigMap], name: b}", onTrigger()),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all,
+					Trigger: &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap", Names: []string{"a", "b"}}}},
+				notes: []string{"Kyverno ties a copy to the one object that triggered it"},
+			},
+		}, {
+			name: "a trigger, exclusions by namespace and by label",
+			rule: shape(matchTestOrg, onTrigger(),
+				"exclude: {any: [{resources: {namespaces: [legacy-*, platform]}}, {resources: {kinds: [ConfigMap], selector: {matchLabels: {frozen: \"true\"}}}}, {resources: {kinds: [Secret], names: [x]}}]}"),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all, ExcludeNamespaces: []string{"legacy-*"},
+					Trigger: &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "ConfigMap", Names: []string{"test-org"}, Selector: &metav1.LabelSelector{
+						MatchLabels:      map[string]string{"create-secret": "true"},
+						MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "frozen", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}}},
+					}}}},
+				notes:   []string{"exclude: legacy-*, by spec.excludeNamespaces", "exclude: platform holds the source", "exclude: by label, the trigger's selector create-secret=true,frozen notin (true)"},
+				without: []string{"makes no copy there"},
+			},
+		}, {
+			name: "cloneList on a trigger",
+			rule: shape(matchTestOrg, "generate:\n  "+intoTriggers+"\n  synchronize: true\n  cloneList: {namespace: platform, kinds: [v1/Secret], selector: {matchLabels: {share: \"true\"}}}"),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: v1alpha1.PolicySource{APIVersion: "v1", Kind: "Secret", Selector: shared}, Adopt: adoptKyverno, TargetNamespaces: all, Trigger: testOrg}},
+				notes:    []string{watches, "a trigger in platform, the source's namespace, makes no copy there"},
+			},
+		}, {
+			name: "a trigger of the kind copied",
+			rule: shape("match: {any: [{resources: {kinds: [Secret], names: [regcred]}}]}", onTrigger()),
+			want: want{
+				policies: map[string]v1alpha1.MirrorPolicySpec{"sync-copy": {Source: regcred, DeletionPolicy: orphan, Adopt: takeBack, TargetNamespaces: all,
+					Trigger: &v1alpha1.PolicyTrigger{APIVersion: "v1", Kind: "Secret", Names: []string{"regcred"}}}},
+				notes: []string{"the trigger's kind is the kind copied: a copy that matches the trigger itself is a trigger too"},
+			},
+		},
+
 		// What is refused, and why.
 		{
 			name: "a variable in generate.name",
@@ -289,13 +413,92 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 				`match: names: "Team": 'T' is no character`,
 			}},
 		}, {
-			name: "a trigger that is not a Namespace, and preconditions",
-			rule: shape("match: {any: [{resources: {kinds: [ConfigMap]}}]}", "preconditions: {all: []}"),
-			want: want{decisions: []string{"match: kinds [ConfigMap]: Kyverno copies when such an object is created or changed", "preconditions"}},
+			name: "a trigger with preconditions",
+			rule: shape(matchTestOrg, onTrigger(), "preconditions: {all: []}"),
+			want: want{decisions: []string{"preconditions: Kyverno tests them"}},
 		}, {
 			name: "a Namespace and another kind",
 			rule: shape("match: {any: [{resources: {kinds: [Namespace, ConfigMap]}}]}"),
-			want: want{decisions: []string{"match: kinds [Namespace ConfigMap]: Kyverno also copies when an object of another kind"}},
+			want: want{decisions: []string{"match: kinds [Namespace ConfigMap]: a trigger is one kind; Kyverno copies when a Namespace or an object of another kind is created or changed"}},
+		}, {
+			name: "a Namespace and another kind in two filters",
+			rule: shape("match: {any: [{resources: {kinds: [Namespace]}}, {resources: {kinds: [ConfigMap]}}]}", onTrigger()),
+			want: want{decisions: []string{"match: kinds [Namespace ConfigMap]: a trigger is one kind"}},
+		}, {
+			name: "two trigger kinds",
+			rule: shape("match: {any: [{resources: {kinds: [ConfigMap, apps/v1/Deployment], names: [test-org]}}]}", onTrigger()),
+			want: want{decisions: []string{"match: kinds [ConfigMap apps/v1/Deployment]: a trigger is one kind; Kyverno copies when an object of any of them is created or changed"}},
+		}, {
+			name: "wildcards and a '.' in a trigger's names",
+			rule: shape("match: {any: [{resources: {kinds: [ConfigMap], names: [test-*, \"org-?\", app.config]}}]}", onTrigger()),
+			want: want{decisions: []string{
+				`match: names: "test-*": a wildcard; a trigger names its objects exactly`,
+				`match: names: "org-?": a wildcard`,
+				`match: names: "app.config": in Kyverno's patterns '.' is any one character, so it also matches other names`,
+			}},
+		}, {
+			name: "a wildcard in a trigger's selector",
+			rule: shape("match: {any: [{resources: {kinds: [ConfigMap], selector: {matchLabels: {team: \"a*\"}}}}]}", onTrigger()),
+			want: want{decisions: []string{"match: selector: team=a*: Kyverno's wildcards in labels have no counterpart in a label selector"}},
+		}, {
+			name: "a fixed namespace, triggers anywhere",
+			rule: shape(matchTestOrg, onTrigger(intoTriggers, "namespace: prod")),
+			want: want{decisions: []string{`generate.namespace "prod": Kyverno copies into prod whenever a trigger appears in any namespace match allows; a trigger narrows the targets to the namespaces that hold one, so only a match restricted to namespaces: [prod] translates`}},
+		}, {
+			name: "a fixed namespace, triggers in it and in another",
+			rule: shape("match: {any: [{resources: {kinds: [ConfigMap], namespaces: [prod, staging]}}]}", onTrigger(intoTriggers, "namespace: prod")),
+			want: want{decisions: []string{`generate.namespace "prod": Kyverno copies into prod whenever a trigger appears`}},
+		}, {
+			name: "the name of a trigger as the namespace",
+			rule: shape(matchTestOrg),
+			want: want{decisions: []string{`generate.namespace "{{request.object.metadata.name}}" uses a variable: with a trigger of kind ConfigMap, only {{request.object.metadata.namespace}}, the trigger's namespace, translates`}},
+		}, {
+			name:      "a Policy copying into another namespace",
+			namespace: "platform",
+			rule:      shape(matchTestOrg, onTrigger(intoTriggers, "namespace: prod", "name: regcred", "name: pull-secret")),
+			want:      want{decisions: []string{`generate.namespace "prod": a Policy copies only into its own namespace, platform (Kyverno refuses another); only platform or {{request.object.metadata.namespace}} translates`}},
+		}, {
+			name:      "a Policy cloning from another namespace",
+			namespace: "default",
+			rule:      shape(matchTestOrg, onTrigger(intoTriggers, "namespace: default", "name: regcred", "name: pull-secret")),
+			want:      want{decisions: []string{"the source namespace platform: a Policy in default clones only objects of its own namespace (Kyverno refuses another)"}},
+		}, {
+			name:      "a Policy whose triggers are in other namespaces",
+			namespace: "platform",
+			rule:      shape("match: {any: [{resources: {kinds: [ConfigMap], namespaces: [team-*]}}]}", onTrigger("name: regcred", "name: pull-secret")),
+			want:      want{decisions: []string{"match: namespaces [team-*] leave out platform, the Policy's namespace, the only one whose objects trigger it: the rule copies nothing"}},
+		}, {
+			name:      "a Policy whose copy would be its source",
+			namespace: "platform",
+			rule:      shape(matchTestOrg, onTrigger()),
+			want:      want{decisions: []string{"the triggers can only be in platform, which holds the source, and the copies have the source's name: the copy would be its source"}},
+		}, {
+			name: "trigger kinds without a group, cluster-scoped, a subresource",
+			rule: shape("match:\n  any:\n  - resources: {kinds: [Widget]}\n  - resources: {kinds: [v1/Widget]}\n  - resources: {kinds: [Node]}\n  - resources: {kinds: [Pod/exec]}\n  - resources: {kinds: [v2/Deployment]}", onTrigger()),
+			want: want{decisions: []string{
+				`match: kinds: "Widget" has no API group: Kyverno matches a Widget of any group; write GROUP/VERSION/KIND`,
+				`match: kinds: "v1/Widget" has no API group`,
+				`match: kinds: "Node": Node is cluster-scoped`,
+				`match: kinds: "Pod/exec": a subresource`,
+				`match: kinds: "v2/Deployment": the built-in Deployment is apps/v1`,
+			}},
+		}, {
+			name: "a trigger by namespaceSelector, annotations, on CREATE alone, by who",
+			rule: shape("match:\n  any:\n  - resources: {kinds: [ConfigMap], namespaceSelector: {matchLabels: {a: b}}}\n  - resources: {kinds: [ConfigMap], annotations: {a: b}}\n  - resources: {kinds: [ConfigMap], operations: [CREATE]}\n  - resources: {kinds: [ConfigMap]}\n    subjects: [{kind: User, name: alice}]", onTrigger()),
+			want: want{decisions: []string{
+				"match: namespaceSelector: Kyverno tests the labels of a trigger's namespace",
+				"match: annotations: a trigger selects its objects by name or label",
+				"match: operations [CREATE]: Kyverno copies on these requests only",
+				"match: subjects, roles and clusterRoles select who makes the request; a MirrorPolicy does not look at who creates its trigger",
+			}},
+		}, {
+			name: "trigger alternatives of different selectors",
+			rule: shape("match:\n  any:\n  - resources: {kinds: [ConfigMap], names: [a], selector: {matchLabels: {tier: gold}}}\n  - resources: {kinds: [ConfigMap], names: [b]}", onTrigger()),
+			want: want{decisions: []string{"match: the filters differ in namespaces or selector: a trigger has one selector"}},
+		}, {
+			name: "a trigger excluded by name",
+			rule: shape(matchTestOrg, onTrigger(), "exclude: {any: [{resources: {kinds: [ConfigMap], names: [old]}}]}"),
+			want: want{decisions: []string{"exclude: names: a trigger has no exclusion by name"}},
 		}, {
 			name: "namespaceSelector, names and namespaces, annotations, who",
 			rule: shape("match:\n  any:\n  - resources: {kinds: [Namespace], namespaceSelector: {matchLabels: {a: b}}}\n  - resources: {kinds: [Namespace], names: [a], namespaces: [b]}\n  - resources: {kinds: [Namespace], annotations: {a: b}}\n  - resources: {kinds: [Namespace]}\n    subjects: [{kind: User, name: alice}]"),
@@ -353,7 +556,7 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			rules := cli.TranslateKyverno(kyvernoPolicy(t, "", "sync", tc.rule))
+			rules := cli.TranslateKyverno(kyvernoPolicy(t, tc.namespace, "sync", tc.rule))
 			g.Expect(rules).To(HaveLen(1))
 			r := rules[0]
 			g.Expect(r.Rule).To(Equal("copy"))
@@ -374,6 +577,9 @@ func TestTranslateKyvernoShapes(t *testing.T) {
 			}
 			for _, n := range tc.want.notes {
 				g.Expect(r.Notes).To(ContainElement(ContainSubstring(n)))
+			}
+			for _, n := range tc.want.without {
+				g.Expect(r.Notes).NotTo(ContainElement(ContainSubstring(n)))
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,6 +139,43 @@ func FuzzKyvernoKinds(f *testing.F) {
 		gv, err := schema.ParseGroupVersion(src.APIVersion)
 		if err != nil || gv.Version == "" {
 			t.Fatalf("%q: API version %q: %v", kind, src.APIVersion, err)
+		}
+	})
+}
+
+// FuzzKyvernoTrigger: a kind and a name of a match block of another kind
+// than Namespace translate into a trigger of that kind, valid for a
+// MirrorPolicy, that takes exactly that name; or they are a decision.
+func FuzzKyvernoTrigger(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"ConfigMap", "test-org"}, {"v1/ConfigMap", "a.b"}, {"apps/v1/Deployment", "web"}, {"v1/Deployment", "x"}, {"Widget", "x"},
+		{"example.com/v1alpha1/Widget", "w-1"}, {"Node", "n"}, {"Pod/exec", "p"}, {"v1/*", "x"}, {"ConfigMap", "test-*"}, {"Secret", "Upper"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	base := kyvernoPolicy(f, "", "sync", cloneRule("any:\n      - resources:\n          kinds: [ConfigMap]\n          names: [x]\n", "",
+		strings.Replace(cloneGenerate, "metadata.name", "metadata.namespace", 1)))
+	name := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	f.Fuzz(func(t *testing.T, kind, n string) {
+		p := base.DeepCopy()
+		setRuleField(t, p, []string{kind}, "match", "any", "0", "resources", "kinds")
+		setRuleField(t, p, []string{n}, "match", "any", "0", "resources", "names")
+		spec := translatedSpec(t, p, kind+" "+n)
+		if spec == nil {
+			return
+		}
+		tr := spec.Trigger
+		if tr == nil {
+			t.Fatalf("%q named %q: no trigger", kind, n)
+		}
+		if _, _, _, err := policy.Trigger(spec); err != nil {
+			t.Fatalf("%q named %q became %s/%s: %v", kind, n, tr.APIVersion, tr.Kind, err)
+		}
+		if kind != tr.Kind && !strings.HasSuffix(kind, "/"+tr.Kind) {
+			t.Fatalf("%q became %s/%s", kind, tr.APIVersion, tr.Kind)
+		}
+		if len(tr.Names) != 1 || tr.Names[0] != n || !name.MatchString(n) {
+			t.Fatalf("the name %q became %q", n, tr.Names)
 		}
 	})
 }
