@@ -102,11 +102,14 @@ func (pw *policyWatch) triggerIn(namespace string) bool {
 
 // triggerEvent notes an event of the trigger's objects in namespace and
 // reports whether it changed which namespaces hold one. The stores have
-// the event already.
+// the event already. The stores are read under the lock: each event's
+// look then comes after every store change whose look came before it, so
+// that the last look of a namespace sees its last change, whichever
+// watch brought it.
 func (pw *policyWatch) triggerEvent(namespace string) bool {
-	in := pw.triggerIn(namespace)
 	pw.presentMu.Lock()
 	defer pw.presentMu.Unlock()
+	in := pw.triggerIn(namespace)
 	if pw.present.Has(namespace) == in {
 		return false
 	}
