@@ -78,8 +78,8 @@ type policyOutcome struct {
 type policyState struct {
 	generation int64
 	watches    uint64
-	// triggers counts the events of its trigger's objects: each may add
-	// or take away a target of every source.
+	// triggers counts the changes of the namespaces that hold an object
+	// of its trigger: each may add or take away a target of every source.
 	triggers uint64
 }
 
@@ -384,10 +384,18 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, key Key) (Result, erro
 	}
 	if err != nil {
 		res, werr := r.writePolicyStatus(ctx, c, p, r.failedStatus(p, ReasonKindNotMirrored, err.Error()))
-		if errors.Is(err, clusters.ErrTriggerRefused) && werr == nil {
-			// The agent may be granted the kind, or the kind installed,
-			// with no event of ours to tell: look again now and then.
-			res.RequeueAfter = clusters.TriggerRetry
+		if errors.Is(err, clusters.ErrTriggerRefused) {
+			// Its sources are watched all the same: the sources of its
+			// scope that waited for them (release) need not wait on.
+			if _, synced, _ := c.PolicySourcesOf(id); synced {
+				r.unpark(key, gvk)
+			}
+			if werr == nil {
+				// The agent may be granted the kind, or the kind
+				// installed, with no event of ours to tell: look again
+				// now and then.
+				res.RequeueAfter = clusters.TriggerRetry
+			}
 		}
 		return res, werr
 	}
