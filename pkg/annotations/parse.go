@@ -250,6 +250,11 @@ func (r *Request) Name(srcName string) string {
 	return srcName
 }
 
+// Renames reports whether src's mirrors have another name than srcName,
+// so that a mirror beside the source, in its namespace, would not replace
+// it.
+func (r *Request) Renames(srcName string) bool { return r.Name(srcName) != srcName }
+
 // parseNamespaceSelector parses AnnotationTargetNamespaceSelector. A
 // selector that does not parse, or an empty one, selects nothing: the
 // empty selector would select every namespace, and a typo must not.

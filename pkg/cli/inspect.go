@@ -260,7 +260,7 @@ func (c *Client) report(ctx context.Context, mapping *meta.RESTMapping, src *uns
 		}
 		local.WithinBecause = policy.TriggerDescription(via.Spec.Trigger)
 	}
-	out := targets.Plan(req, targets.Source{Cluster: o.ClusterName, Namespace: src.GetNamespace(), Renamed: req.Name(src.GetName()) != src.GetName()},
+	out := targets.Plan(req, targets.Source{Cluster: o.ClusterName, Namespace: src.GetNamespace(), Renamed: req.Renames(src.GetName())},
 		targets.Fleet{Clusters: []targets.Cluster{local}}, c.Agent.Policy(), targets.Scope{Explain: true})
 	for _, t := range out.Targets {
 		row, err := c.target(ctx, c.Dynamic, mapping, src, req, adopt, t, writer{annotations.ManagedByMember, member.FieldManager})

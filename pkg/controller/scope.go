@@ -90,7 +90,7 @@ type trigger struct {
 
 // sourceOf is where src, of cluster c, is for target resolution.
 func sourceOf(c *clusters.Cluster, src *unstructured.Unstructured, req *annotations.Request) targets.Source {
-	return targets.Source{Cluster: c.Name(), Namespace: src.GetNamespace(), Renamed: req.Name(src.GetName()) != src.GetName()}
+	return targets.Source{Cluster: c.Name(), Namespace: src.GetNamespace(), Renamed: req.Renames(src.GetName())}
 }
 
 // cluster returns the cluster named name: c, or another of the fleet.

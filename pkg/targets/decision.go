@@ -183,7 +183,7 @@ func (r *recorder) unchosen(c *Cluster, patterns []annotations.Pattern, sel labe
 			r.optOut(c.Name, ns.Name)
 		case ns.Terminating:
 			r.missing(c.Name, ns.Name, true)
-		case c.Within != nil && !c.Within.Has(ns.Name):
+		case !c.holds(ns.Name):
 			r.notWithin(c, ns.Name)
 		default:
 			// Any other entry matching it would have chosen it.

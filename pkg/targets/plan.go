@@ -60,6 +60,12 @@ type Cluster struct {
 	WithinBecause string
 }
 
+// holds reports whether namespace holds an object of the trigger that
+// narrows c's targets (Within), or no trigger narrows them.
+func (c *Cluster) holds(namespace string) bool {
+	return c.Within == nil || c.Within.Has(namespace)
+}
+
 // Fleet is a snapshot of the clusters a writer can target.
 type Fleet struct {
 	// Clusters, sorted by name.

@@ -102,7 +102,6 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 		return &namespaces[i], i
 	}
 	allows := func(name string) bool { return policy.Allows(name) && !c.Excluded.Match(name) }
-	within := func(name string) bool { return c.Within == nil || c.Within.Has(name) }
 	chosen := make([]bool, len(namespaces))
 	for _, p := range patterns {
 		if p.Kind == annotations.Name {
@@ -116,7 +115,7 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 			case ns == nil || ns.Terminating:
 				res.Missing = append(res.Missing, p.Raw)
 				rec.missing(c.Name, p.Raw, ns != nil)
-			case !within(p.Raw):
+			case !c.holds(p.Raw):
 				// Not refused: it is a target once it holds one.
 				rec.notWithin(c, p.Raw)
 			default:
@@ -126,7 +125,7 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 		}
 		for i := range namespaces {
 			ns := &namespaces[i]
-			if chosen[i] || ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !p.Match(ns.Name) || !allows(ns.Name) || !within(ns.Name) {
+			if chosen[i] || ns.Name == sourceNamespace || ns.Terminating || optedOut(ns) || !p.Match(ns.Name) || !allows(ns.Name) || !c.holds(ns.Name) {
 				continue
 			}
 			if p.Kind == annotations.AllLabeled && ns.Labels[annotations.LabelAllowMirrors] != "true" {
@@ -151,7 +150,7 @@ func resolveIn(c *Cluster, patterns []annotations.Pattern, sel labels.Selector, 
 			rec.refused(c, policy, ns.Name)
 		case ns.Terminating:
 			rec.missing(c.Name, ns.Name, true)
-		case !within(ns.Name):
+		case !c.holds(ns.Name):
 			rec.notWithin(c, ns.Name)
 		default:
 			chosen[i] = true
