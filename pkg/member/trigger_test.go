@@ -75,6 +75,27 @@ func TestPolicyTrigger(t *testing.T) {
 		g.Expect(string(s.Data["foo"])).To(Equal("baz"))
 	})
 
+	// A restart, with a trigger gone while the agent was away: the copy
+	// that still has its trigger is never touched (the same object, the
+	// same version), and the other goes.
+	inB := triggerObject(ns[2], "test-org", yes)
+	create(t, inB)
+	before := eventuallySecret(t, ns[2], "downstream-secret", mirrorOf(ns[0], "source-secret", map[string]string{"foo": "baz"}))
+	kept := mustSecret(t, ns[0], "source-secret")
+	start := stopAgent(t)
+	g.Expect(k8s.Delete(ctx, triggerObject(ns[3], "test-org", nil))).To(Succeed())
+	start()
+	eventuallyGone(t, secretRef(ns[3], "downstream-secret"))
+	eventuallyPolicy(t, p, synced(1, 1))
+	after := mustSecret(t, ns[2], "downstream-secret")
+	g.Expect(after.UID).To(Equal(before.UID), "a copy whose trigger stayed was made again after the restart")
+	g.Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "a copy whose trigger stayed was written after the restart")
+	untouched(t, kept)
+	g.Expect(k8s.Delete(ctx, inB)).To(Succeed())
+	eventuallyGone(t, secretRef(ns[2], "downstream-secret"))
+	create(t, triggerObject(ns[3], "test-org", yes))
+	eventuallySecret(t, ns[3], "downstream-secret", mirrorOf(ns[0], "source-secret", map[string]string{"foo": "baz"}))
+
 	// Copy once: made when the trigger appears, kept, as a plain object,
 	// when it goes.
 	once := ownedSecret(ns[0], "once-secret", nil, map[string]string{"v": "1"})
