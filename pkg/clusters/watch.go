@@ -342,10 +342,10 @@ func nextMetadata(dec sigsjson.Decoder) (apiwatch.EventType, runtime.Object, err
 // resourceVersion to resume from ("" to list again) and how many events
 // came.
 func (w *watch) consume(ctx context.Context, body io.Reader, rv string, initial map[string]struct{}) (string, int, error) {
-	dec := sigsjson.NewDecoderCaseSensitivePreserveInts(body)
+	stream := newEventStream(body, w.src.next)
 	events := 0
 	for {
-		typ, obj, err := w.src.next(dec)
+		typ, obj, err := stream.next()
 		if err != nil {
 			// The stream ended or broke, or the API server sent an error
 			// (which loop reads). A streamed list cut short is listed again.
@@ -381,6 +381,73 @@ func (w *watch) consume(ctx context.Context, body io.Reader, rv string, initial 
 			return rv, events, ctx.Err()
 		}
 	}
+}
+
+// largeEvent is the size above which an event's decoder is not kept for
+// the next event (eventStream). Mirrors and sources are a few kilobytes;
+// a decoder replaced after every event would cost an allocation per event.
+const largeEvent = 64 << 10
+
+// eventStream decodes the events of one watch stream. A JSON decoder keeps
+// its buffer as large as the largest value it has read, for as long as it
+// lives: a watch that saw one 1 MiB Secret or ConfigMap once, a mirror of
+// a CA bundle say, would keep over a megabyte until its stream ends, in
+// every cluster the object is mirrored to (a hub with 1,000 clusters: a
+// gigabyte). So after an event that took more than largeEvent bytes of
+// the stream, the decoder is dropped with its buffer, and a new one starts
+// with what the old one had read ahead.
+//
+// Written by hand: neither encoding/json nor sigs.k8s.io/json can shrink a
+// Decoder's buffer, and apimachinery's framed readers keep theirs too.
+type eventStream struct {
+	in     *readAhead
+	dec    sigsjson.Decoder
+	decode func(sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
+}
+
+func newEventStream(body io.Reader, decode func(sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)) *eventStream {
+	in := &readAhead{body: body}
+	return &eventStream{in: in, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(in), decode: decode}
+}
+
+// next decodes the next event.
+func (s *eventStream) next() (apiwatch.EventType, runtime.Object, error) {
+	before := s.in.read
+	typ, obj, err := s.decode(s.dec)
+	if err == nil && s.in.read-before > largeEvent {
+		// What the old decoder read beyond this event is read again by
+		// the new one, first; it is at most what one read brought.
+		ahead, rerr := io.ReadAll(s.dec.Buffered())
+		if rerr != nil {
+			return "", nil, rerr
+		}
+		s.in.ahead = append(ahead, s.in.ahead...)
+		s.dec = sigsjson.NewDecoderCaseSensitivePreserveInts(s.in)
+	}
+	return typ, obj, err
+}
+
+// readAhead is the body of a watch stream, after bytes that a dropped
+// decoder had read ahead; it counts what it hands out.
+type readAhead struct {
+	ahead []byte
+	body  io.Reader
+	read  int64
+}
+
+func (r *readAhead) Read(p []byte) (int, error) {
+	if len(r.ahead) > 0 {
+		n := copy(p, r.ahead)
+		r.ahead = r.ahead[n:]
+		if len(r.ahead) == 0 {
+			r.ahead = nil
+		}
+		r.read += int64(n)
+		return n, nil
+	}
+	n, err := r.body.Read(p)
+	r.read += int64(n)
+	return n, err
 }
 
 // HasSynced reports whether the first list is stored and handled.

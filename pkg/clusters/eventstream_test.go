@@ -1,0 +1,218 @@
+package clusters
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	goruntime "runtime"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
+)
+
+// watchEvent is one event of a JSON watch stream, as the API server
+// writes it, with a ConfigMap whose data holds size bytes.
+func watchEvent(tb testing.TB, name string, size int) []byte {
+	tb.Helper()
+	b, err := json.Marshal(map[string]any{"type": apiwatch.Modified, "object": map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": "default", "resourceVersion": "1"},
+		"data":     map[string]any{"k": strings.Repeat("x", size)},
+	}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+// chunked hands out its bytes at most n at a time, as a network stream
+// does.
+type chunked struct {
+	r *bytes.Reader
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+// Every event of a stream comes out whole and in order, however large and
+// however the stream is cut, across the decoders replaced after large
+// events, including the events the replaced decoder had read ahead.
+func TestEventStreamOrder(t *testing.T) {
+	const small, large = 200, 3 * largeEvent
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+	}{
+		{"small events only", []int{small, small, small}},
+		{"one large event", []int{large}},
+		{"large between small", []int{small, large, small, small}},
+		{"large after large", []int{large, large, small}},
+		{"just above and below the threshold", []int{largeEvent + 1, largeEvent - 200, small}},
+		{"a large event read ahead whole with another", []int{8 * large, largeEvent + 1000, small, largeEvent + 1000, small, small}},
+		{"small events read ahead of a large one", []int{large, small, small, small, small, small, small, large, small}},
+	} {
+		for _, cut := range []int{1 << 30, 4096, 1000, 7} {
+			t.Run(fmt.Sprintf("%s, read %d at a time", tc.name, cut), func(t *testing.T) {
+				g := NewWithT(t)
+				var stream []byte
+				for i, size := range tc.sizes {
+					stream = append(stream, watchEvent(t, fmt.Sprint("cm-", i), size)...)
+				}
+				s := newEventStream(&chunked{r: bytes.NewReader(stream), n: cut}, nextUnstructured)
+				for i, size := range tc.sizes {
+					typ, obj, err := s.next()
+					g.Expect(err).NotTo(HaveOccurred(), "event %d", i)
+					g.Expect(typ).To(Equal(apiwatch.Modified))
+					u := obj.(*unstructured.Unstructured)
+					g.Expect(u.GetName()).To(Equal(fmt.Sprint("cm-", i)))
+					data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+					g.Expect(data["k"]).To(HaveLen(size), "event %d", i)
+				}
+				_, _, err := s.next()
+				g.Expect(err).To(MatchError(io.EOF))
+			})
+		}
+	}
+}
+
+// liveHeap is the bytes of the heap in use after a collection.
+func liveHeap() int64 {
+	goruntime.GC()
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// retainedAfterLargeEvent reads a 2 MiB event and a small one from a stream
+// that stays open, and returns how much more heap the stream holds then
+// than before the large event.
+func retainedAfterLargeEvent(t testing.TB) int64 {
+	pr, pw := io.Pipe()
+	defer func() { _ = pw.Close() }()
+	s := newEventStream(pr, nextUnstructured)
+	written := make(chan error, 1)
+	write := func(name string, size int) {
+		go func() { _, err := pw.Write(watchEvent(t, name, size)); written <- err }()
+	}
+	g := NewWithT(t)
+	write("warm-up", 200)
+	_, _, err := s.next()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(<-written).To(Succeed())
+	before := liveHeap()
+	write("large", 2<<20)
+	_, _, err = s.next()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(<-written).To(Succeed())
+	write("small", 200)
+	_, _, err = s.next()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(<-written).To(Succeed())
+	retained := liveHeap() - before
+	goruntime.KeepAlive(s)
+	return retained
+}
+
+// A stream that carried one large event does not keep a buffer of its size
+// afterwards: a decoder keeps the largest value it read.
+func TestEventStreamDropsLargeBuffer(t *testing.T) {
+	retained := retainedAfterLargeEvent(t)
+	t.Logf("held after a 2 MiB event: %d KiB", retained/1024)
+	NewWithT(t).Expect(retained).To(BeNumerically("<", 256<<10), "bytes held by the stream after a 2 MiB event")
+}
+
+// BenchmarkEventStreamHeld reports what a watch stream holds after a 2 MiB
+// event followed by a small one (HeldB/stream), and what decoding a 1 KiB
+// event costs (ns/op, B/op: a stream that never sees a large event never
+// replaces its decoder).
+func BenchmarkEventStreamHeld(b *testing.B) {
+	held := retainedAfterLargeEvent(b)
+	event := watchEvent(b, "cm", 1<<10)
+	var stream []byte
+	for range 1000 {
+		stream = append(stream, event...)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s := newEventStream(bytes.NewReader(stream), nextUnstructured)
+		for range 1000 {
+			if _, _, err := s.next(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(held), "HeldB/stream")
+}
+
+// On a real API server: a cluster's watch of our ConfigMap mirrors that
+// saw a mirror of almost 1 MiB come and go holds nothing of its size
+// afterwards. Before, every such watch kept over a megabyte for as long as
+// it ran: on a hub, in every cluster the object was mirrored to.
+func TestWatchForgetsLargeMirror(t *testing.T) {
+	fleet, ctx := fleettest.APIServer(t)
+	g := NewWithT(t)
+	c, err := New(fleet.Hub.Config, Options{Name: "one", ManagedBy: annotations.ManagedByHub, Handler: nopHandler{}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(c.Close)
+	c.Start(ctx)
+	cms := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	_, err = c.WatchMirrors(cms)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(c.HasSynced, "10s", "20ms").Should(BeTrue())
+
+	// The large object is written through a connection of its own, closed
+	// afterwards, so that its buffers are not counted.
+	cfg := rest.CopyConfig(fleet.Hub.Config)
+	cfg.Dial = trackedDialer(nil).DialContext
+	hc, err := rest.HTTPClientFor(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	k8s, err := client.New(cfg, client.Options{HTTPClient: hc})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	mirror := func(name string, size int) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
+			Labels:      map[string]string{annotations.LabelMirror: "true", annotations.LabelManagedBy: annotations.ManagedByHub},
+			Annotations: map[string]string{annotations.AnnotationSource: "one/app/" + name}},
+			Data: map[string]string{"k": strings.Repeat("x", size)}}
+		g.Expect(k8s.Create(ctx, cm)).To(Succeed())
+		return cm
+	}
+	mirrored := func() int { return len(c.AllMirrors(cms)) }
+	small := mirror("small", 100)
+	g.Eventually(mirrored, "10s", "20ms").Should(Equal(1))
+	before := liveHeap()
+
+	large := mirror("large", 1000<<10)
+	g.Eventually(mirrored, "10s", "20ms").Should(Equal(2))
+	g.Expect(k8s.Delete(ctx, large)).To(Succeed())
+	g.Eventually(mirrored, "10s", "20ms").Should(Equal(1))
+	// An event after it, so that the watch has moved on.
+	small.Data["k"] = "changed"
+	g.Expect(k8s.Update(ctx, small)).To(Succeed())
+	g.Eventually(func() string {
+		m, ok := c.Mirror(cms, "default", "small")
+		if !ok {
+			return ""
+		}
+		return m.GetResourceVersion()
+	}, "10s", "20ms").Should(Equal(small.ResourceVersion))
+	hc.CloseIdleConnections()
+
+	retained := liveHeap() - before
+	t.Logf("held after a 1000 KiB mirror came and went: %d KiB", retained/1024)
+	g.Expect(retained).To(BeNumerically("<", 512<<10), "bytes held after a 1000 KiB mirror came and went")
+}
