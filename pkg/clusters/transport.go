@@ -81,7 +81,7 @@ func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	t.inFlight++
 	t.mu.Unlock()
 	sent := time.Now()
-	resp, err := t.next.RoundTrip(req)
+	resp, err := t.next.RoundTrip(smallFrames(req))
 	if err != nil {
 		t.done()
 		return nil, err
@@ -94,6 +94,38 @@ func (t *closingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	resp.Body = &trackedBody{ReadCloser: resp.Body, done: sync.OnceFunc(t.done)}
 	return resp, nil
+}
+
+// smallFrame is the most of a request body that one read of it gives the
+// HTTP/2 transport (smallFrames).
+const smallFrame = 16 << 10
+
+// smallFrames returns req with a body that gives at most smallFrame bytes
+// per read, when it is larger. The HTTP/2 transport sends what one read gave
+// as one DATA frame, up to the largest frame the API server accepts
+// (kube-apiserver: 256 KiB), and its framer keeps its write buffer as large
+// as the largest frame it wrote, for as long as the connection lasts. One
+// write of a 1 MiB mirror would leave 256 KiB in every cluster's connection
+// (a hub with 1,000 clusters: 256 MiB); with reads of 16 KiB the buffer stays
+// at 16 KiB. A larger body costs a frame per 16 KiB; GetBody, which the
+// transport uses to send the body again, still gives it whole.
+//
+// Written by hand: neither net/http nor x/net/http2 bounds the frames a
+// client writes other than by the peer's maximum.
+func smallFrames(req *http.Request) *http.Request {
+	if req.Body == nil || req.Body == http.NoBody || (req.ContentLength >= 0 && req.ContentLength <= smallFrame) {
+		return req
+	}
+	r := req.Clone(req.Context())
+	r.Body = &limitedReads{ReadCloser: req.Body}
+	return r
+}
+
+// limitedReads gives at most smallFrame bytes per read.
+type limitedReads struct{ io.ReadCloser }
+
+func (l *limitedReads) Read(p []byte) (int, error) {
+	return l.ReadCloser.Read(p[:min(len(p), smallFrame)])
 }
 
 // probeKey marks the context of the probe's request, the one request sent

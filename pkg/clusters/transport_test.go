@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -134,5 +136,70 @@ func TestMarkedDownSendsOnlyTheProbe(t *testing.T) {
 	}
 	if n := len(received()); n != 3 {
 		t.Errorf("%d requests received, want 3", n)
+	}
+}
+
+// A request body larger than smallFrame is read at most smallFrame bytes at
+// a time, whole and in order, by a copy of the request: the caller's is
+// untouched, and GetBody still gives the body whole. Smaller bodies, none,
+// and http.NoBody pass as they are.
+func TestSmallFrames(t *testing.T) {
+	large := bytes.Repeat([]byte("0123456789abcdef"), 5000) // 80,000 bytes
+	for _, tc := range []struct {
+		name    string
+		body    []byte // nil: no body
+		noBody  bool
+		unknown bool // the length is not known (-1)
+		wrapped bool
+	}{
+		{name: "no body"},
+		{name: "http.NoBody", noBody: true},
+		{name: "small", body: []byte("{}")},
+		{name: "exactly smallFrame", body: large[:smallFrame]},
+		{name: "one byte over", body: large[:smallFrame+1], wrapped: true},
+		{name: "large", body: large, wrapped: true},
+		{name: "large, length unknown", body: large, unknown: true, wrapped: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var body io.Reader
+			switch {
+			case tc.noBody:
+				body = http.NoBody
+			case tc.body != nil:
+				body = bytes.NewReader(tc.body)
+			}
+			req, err := http.NewRequest(http.MethodPut, "https://example.com/api/v1/namespaces/a/configmaps/b", body)
+			g.Expect(err).NotTo(HaveOccurred())
+			if tc.unknown {
+				req.ContentLength = -1
+			}
+			orig := req.Body
+			got := smallFrames(req)
+			g.Expect(req.Body == orig).To(BeTrue(), "the caller's request is modified")
+			if !tc.wrapped {
+				g.Expect(got).To(BeIdenticalTo(req))
+				return
+			}
+			g.Expect(got).NotTo(BeIdenticalTo(req))
+			g.Expect(got.ContentLength).To(Equal(req.ContentLength))
+			var read []byte
+			buf := make([]byte, 256<<10)
+			for {
+				n, err := got.Body.Read(buf)
+				g.Expect(n).To(BeNumerically("<=", smallFrame))
+				read = append(read, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			g.Expect(read).To(Equal(tc.body))
+			again, err := got.GetBody()
+			g.Expect(err).NotTo(HaveOccurred())
+			whole, err := io.ReadAll(again)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(whole).To(Equal(tc.body))
+		})
 	}
 }
