@@ -40,8 +40,6 @@ const (
 	sourceNS = "source"
 	// targetPrefix starts every target namespace; sources target prefix*.
 	targetPrefix = "bench-"
-	// valueSize is the size of one data value.
-	valueSize = 1024
 	// sourceKeys is the number of data keys of a source.
 	sourceKeys = 3
 	// memberClusterName is the member agent's --cluster-name.
@@ -372,10 +370,10 @@ func (b *bench) planTargets(members int) {
 	}
 }
 
-// value returns a fresh printable value of valueSize bytes, usable in
+// value returns a fresh printable value of -value-size bytes, usable in
 // Secrets and ConfigMaps alike.
 func (b *bench) value() []byte {
-	raw := make([]byte, valueSize*3/4)
+	raw := make([]byte, b.opts.valueSize*3/4)
 	_, _ = rand.Read(raw) // never fails
 	return []byte(base64.StdEncoding.EncodeToString(raw))
 }
