@@ -54,11 +54,11 @@ var allWorkloads = []string{wlMemberSmall, wlMemberLarge, wlHub, wlHubChurn, wlH
 type scale struct {
 	Namespaces int `json:"namespaces"` // target namespaces per target cluster
 	Sources    int `json:"sources"`
-	Noise      int `json:"noise"`   // unrelated, unlabelled Secrets and ConfigMaps
-	Members    int `json:"members"` // member clusters (hub workloads)
-	Updates    int `json:"updates"` // timed source updates
-	Cycles     int `json:"cycles"`  // register/unregister cycles (hub-churn)
-	ValueSize  int `json:"valueSize"`
+	Noise      int `json:"noise"`     // unrelated, unlabelled Secrets and ConfigMaps
+	Members    int `json:"members"`   // member clusters (hub workloads)
+	Updates    int `json:"updates"`   // timed source updates
+	Cycles     int `json:"cycles"`    // register/unregister cycles (hub-churn)
+	ValueSize  int `json:"valueSize"` // bytes of each of a source's data values
 }
 
 // defaults are the workloads of the benchmark issue.
@@ -78,7 +78,6 @@ var defaults = map[string]scale{
 // options are the command line.
 type options struct {
 	workload     string
-	valueSize    int // bytes of each of a source's data values
 	override     scale
 	set          map[string]bool // flags given explicitly
 	out          string
@@ -163,7 +162,7 @@ func (o *options) scaleFor(workload string) scale {
 	pick("members", &s.Members, o.override.Members)
 	pick("updates", &s.Updates, o.override.Updates)
 	pick("cycles", &s.Cycles, o.override.Cycles)
-	s.ValueSize = o.valueSize
+	s.ValueSize = o.override.ValueSize // the flag has a default of its own
 	return s
 }
 
@@ -181,7 +180,7 @@ func run() int {
 	fs.IntVar(&o.override.Members, "members", 0, "Member clusters of hub workloads; for hub-churn the stable ones beside the churning one; hub-fleet's smoke run is -members 10 (default: the workload's).")
 	fs.IntVar(&o.override.Updates, "updates", 0, "Timed source updates (default: the workload's).")
 	fs.IntVar(&o.override.Cycles, "cycles", 0, "Register/unregister cycles of hub-churn (default 50).")
-	fs.IntVar(&o.valueSize, "value-size", 1024, "Bytes of each of a source's three data values (and of the floor's objects): 340000 makes sources and mirrors of about 1 MiB, the largest a ConfigMap may be.")
+	fs.IntVar(&o.override.ValueSize, "value-size", 1024, "Bytes of each of a source's three data values (and of the floor's and the noise objects' values): 340000 makes sources and mirrors of about 1 MiB, the largest a ConfigMap may be.")
 	fs.DurationVar(&o.shardLease, "shard-lease", 15*time.Second, "hub-shards: the replicas' --shard-lease-duration (the hub's default).")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "The window in which the idle agent's requests are counted (hub-fleet: the idle hub's requests and CPU; the other mirroring workloads: a phase \"idle\" after the restart; hub-shards -kcp: kcp's CPU before the hub and with the hub idle).")
 	fs.BoolVar(&o.kcp, "kcp", false, "hub-shards: run the member clusters as logical clusters of kcp, spread over -kcp-processes processes, instead of an API server each: a thousand fit on one machine (test/bench/README.md). hack/kcp.sh builds kcp v0.30.0 from its snapshot the first time (about 20 minutes); KCP_BIN names another binary.")

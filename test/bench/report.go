@@ -353,8 +353,8 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "machine: %d CPUs (%s), %.1f GiB, %s, %s, kube-apiserver %s, load %s -> %s\n",
 		m.CPUs, m.CPUModel, m.MemoryGiB, m.OS, m.Go, m.KubeAPIServer, m.LoadAvgStart, m.LoadAvgEnd)
 	s := r.Scale
-	fmt.Fprintf(w, "scale: %d namespaces, %d sources (3 values of %d bytes), %d noise, %d members, %d updates, %d cycles; %d mirrors expected\n",
-		s.Namespaces, s.Sources, s.ValueSize, s.Noise, s.Members, s.Updates, s.Cycles, r.ExpectedMirrors)
+	fmt.Fprintf(w, "scale: %d namespaces, %d sources (%d values of %d bytes), %d noise, %d members, %d updates, %d cycles; %d mirrors expected\n",
+		s.Namespaces, s.Sources, sourceKeys, s.ValueSize, s.Noise, s.Members, s.Updates, s.Cycles, r.ExpectedMirrors)
 	fmt.Fprintf(w, "agent: %s %s\n", r.Agent.Binary, strings.Join(r.Agent.Args, " "))
 	if r.SourceMode != "" {
 		fmt.Fprintf(w, "sources: %s (%s)\n", r.SourceMode, sourceModeDocs[r.SourceMode])

@@ -373,7 +373,7 @@ func (b *bench) planTargets(members int) {
 // value returns a fresh printable value of -value-size bytes, usable in
 // Secrets and ConfigMaps alike.
 func (b *bench) value() []byte {
-	raw := make([]byte, b.opts.valueSize*3/4)
+	raw := make([]byte, b.scale.ValueSize*3/4)
 	_, _ = rand.Read(raw) // never fails
 	return []byte(base64.StdEncoding.EncodeToString(raw))
 }
