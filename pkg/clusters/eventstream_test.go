@@ -10,15 +10,14 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/desired"
 	"github.com/fleetmirror/fleetmirror/pkg/fleettest"
 )
 
@@ -179,17 +178,16 @@ func TestClusterForgetsLargeMirror(t *testing.T) {
 	resource, err := c.Resource(cms, "default")
 	g.Expect(err).NotTo(HaveOccurred())
 
+	// A mirror as the hub writes it, of a source in namespace app.
 	mirror := func(name string, size int) *unstructured.Unstructured {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
-			Labels:      map[string]string{annotations.LabelMirror: "true", annotations.LabelManagedBy: annotations.ManagedByHub},
-			Annotations: map[string]string{annotations.AnnotationSource: "one/app/" + name}},
-			Data: map[string]string{"k": strings.Repeat("x", size)}}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+		src := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "app"},
+			"data":     map[string]any{"k": strings.Repeat("x", size)},
+		}}
+		m, _, err := desired.Build(src, desired.Target{Cluster: "one", Namespace: "default"}, desired.Options{SourceCluster: "one", ManagedBy: annotations.ManagedByHub}, nil)
 		g.Expect(err).NotTo(HaveOccurred())
-		obj := &unstructured.Unstructured{Object: u}
-		obj.SetAPIVersion("v1")
-		obj.SetKind("ConfigMap")
-		return obj
+		return m
 	}
 	mirrored := func() int { return len(c.AllMirrors(cms)) }
 	// Every client path the test takes is used once before the heap is
