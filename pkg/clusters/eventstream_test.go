@@ -45,9 +45,10 @@ type chunked struct {
 
 func (c *chunked) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
 
-// Every event of a stream comes out whole and in order, however large and
-// however the stream is cut, across the decoders replaced after large
-// events, including the events the replaced decoder had read ahead.
+// Every event of a stream comes out whole and in order, however large,
+// however the stream is cut and whatever whitespace separates the events,
+// across the decoders dropped after large events or given back while the
+// stream waits, including the events a decoder had read ahead.
 func TestEventStreamOrder(t *testing.T) {
 	const small, large = 200, 3 * largeEvent
 	for _, tc := range []struct {
@@ -63,25 +64,29 @@ func TestEventStreamOrder(t *testing.T) {
 		{"small events read ahead of a large one", []int{large, small, small, small, small, small, small, large, small}},
 	} {
 		for _, cut := range []int{1 << 30, 4096, 1000, 7} {
-			t.Run(fmt.Sprintf("%s, read %d at a time", tc.name, cut), func(t *testing.T) {
-				g := NewWithT(t)
-				var stream []byte
-				for i, size := range tc.sizes {
-					stream = append(stream, watchEvent(t, fmt.Sprint("cm-", i), size)...)
-				}
-				s := newEventStream(&chunked{r: bytes.NewReader(stream), n: cut}, nextUnstructured)
-				for i, size := range tc.sizes {
-					typ, obj, err := s.next()
-					g.Expect(err).NotTo(HaveOccurred(), "event %d", i)
-					g.Expect(typ).To(Equal(apiwatch.Modified))
-					u := obj.(*unstructured.Unstructured)
-					g.Expect(u.GetName()).To(Equal(fmt.Sprint("cm-", i)))
-					data, _, _ := unstructured.NestedStringMap(u.Object, "data")
-					g.Expect(data["k"]).To(HaveLen(size), "event %d", i)
-				}
-				_, _, err := s.next()
-				g.Expect(err).To(MatchError(io.EOF))
-			})
+			// The API server ends each event with a newline; a stream
+			// whose decoder holds more than whitespace keeps it.
+			for _, sep := range []string{"\n", "", "\r\n", " \n\n\t "} {
+				t.Run(fmt.Sprintf("%s, read %d at a time, separated by %q", tc.name, cut, sep), func(t *testing.T) {
+					g := NewWithT(t)
+					var stream []byte
+					for i, size := range tc.sizes {
+						stream = append(append(stream, bytes.TrimSuffix(watchEvent(t, fmt.Sprint("cm-", i), size), []byte("\n"))...), sep...)
+					}
+					s := newEventStream(&chunked{r: bytes.NewReader(stream), n: cut}, nextUnstructured)
+					for i, size := range tc.sizes {
+						typ, obj, err := s.next()
+						g.Expect(err).NotTo(HaveOccurred(), "event %d", i)
+						g.Expect(typ).To(Equal(apiwatch.Modified))
+						u := obj.(*unstructured.Unstructured)
+						g.Expect(u.GetName()).To(Equal(fmt.Sprint("cm-", i)))
+						data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+						g.Expect(data["k"]).To(HaveLen(size), "event %d", i)
+					}
+					_, _, err := s.next()
+					g.Expect(err).To(MatchError(io.EOF))
+				})
+			}
 		}
 	}
 }
@@ -131,6 +136,46 @@ func TestEventStreamDropsLargeBuffer(t *testing.T) {
 	retained := retainedAfterLargeEvent(t)
 	t.Logf("held after a 2 MiB event: %d KiB", retained/1024)
 	NewWithT(t).Expect(retained).To(BeNumerically("<", 256<<10), "bytes held by the stream after a 2 MiB event")
+}
+
+// Streams that wait for their next event hold no decoder: a decoder that
+// read an event of a few kilobytes keeps a buffer of twice that, and a hub
+// has three idle watches in every cluster.
+func TestIdleStreamsHoldNoDecoder(t *testing.T) {
+	const streams, size = 100, 6 << 10
+	g := NewWithT(t)
+	writers := make([]*io.PipeWriter, streams)
+	got := make(chan error, streams)
+	for i := range writers {
+		pr, pw := io.Pipe()
+		writers[i] = pw
+		s := newEventStream(pr, nextUnstructured)
+		go func() {
+			for {
+				if _, _, err := s.next(); err != nil {
+					got <- err
+					return
+				}
+				got <- nil
+			}
+		}()
+	}
+	// Each stream waits for its first event; then it reads one and waits
+	// for the next.
+	before := liveHeap()
+	event := watchEvent(t, "cm", size)
+	for _, w := range writers {
+		_, err := w.Write(event)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(<-got).To(Succeed())
+	}
+	held := (liveHeap() - before) / streams
+	t.Logf("held per stream waiting after an event of %d KiB: %d B", size>>10, held)
+	g.Expect(held).To(BeNumerically("<", 2<<10), "bytes held per stream waiting after an event of 6 KiB")
+	for _, w := range writers {
+		_ = w.Close()
+		g.Expect(<-got).To(MatchError(io.EOF))
+	}
 }
 
 // BenchmarkEventStreamHeld reports what a watch stream holds after a 2 MiB

@@ -390,49 +390,159 @@ const largeEvent = 64 << 10
 
 // eventStream decodes the events of one watch stream. A JSON decoder keeps
 // its buffer as large as the largest value it has read, for as long as it
-// lives: a watch that saw one 1 MiB Secret or ConfigMap once, a mirror of
-// a CA bundle say, would keep over a megabyte until its stream ends, in
-// every cluster the object is mirrored to (a hub with 1,000 clusters: a
-// gigabyte). So after an event that took more than largeEvent bytes of
-// the stream, the decoder is dropped with its buffer, and a new one starts
-// with what the old one had read ahead.
+// lives. Two things follow from that:
+//
+//   - A watch that saw one 1 MiB Secret or ConfigMap, a mirror of a CA
+//     bundle say, would keep over a megabyte until its stream ends, in
+//     every cluster the object is mirrored to (a hub with 1,000 clusters:
+//     a gigabyte). So a decoder that read an event of more than largeEvent
+//     bytes is dropped with its buffer.
+//   - A watch spends its life waiting: a hub has three in every cluster,
+//     each idle between rare events, and a decoder that read one mirror of
+//     a few kilobytes keeps a buffer of twice that (the three buffers were
+//     a tenth of what an idle cluster costs the hub). So a stream holds a
+//     decoder only while it has bytes to decode: once an event leaves
+//     nothing but whitespace buffered, the decoder goes back to a pool
+//     shared by every stream, and the stream waits for its next bytes
+//     with a small buffer of its own (readAhead.wait).
+//
+// What a decoder had read beyond the event that retires it is read again
+// first by the next one.
 //
 // Written by hand: neither encoding/json nor sigs.k8s.io/json can shrink a
-// Decoder's buffer, and apimachinery's framed readers keep theirs too.
+// Decoder's buffer or move it to another stream, and apimachinery's framed
+// readers keep theirs too.
 type eventStream struct {
-	in     *readAhead
-	dec    sigsjson.Decoder
-	decode func(sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
+	in  *readAhead
+	dec *pooledDecoder // nil while the stream waits for bytes
+	// takenAt is in.read when dec took the stream.
+	takenAt int64
+	decode  func(sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
 }
 
 func newEventStream(body io.Reader, decode func(sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)) *eventStream {
-	in := &readAhead{body: body}
-	return &eventStream{in: in, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(in), decode: decode}
+	return &eventStream{in: &readAhead{body: body}, decode: decode}
 }
 
 // next decodes the next event.
 func (s *eventStream) next() (apiwatch.EventType, runtime.Object, error) {
+	if s.dec == nil {
+		if err := s.in.wait(); err != nil {
+			return "", nil, err
+		}
+		s.dec = decoders.Get().(*pooledDecoder)
+		s.dec.in.Reader = s.in
+		s.takenAt = s.in.read
+	}
 	before := s.in.read
-	typ, obj, err := s.decode(s.dec)
-	if err == nil && s.in.read-before > largeEvent {
+	typ, obj, err := s.decode(s.dec.dec)
+	if err != nil {
+		s.dec = nil // the stream ends; a decoder that failed is not reused
+		return "", nil, err
+	}
+	large := s.in.read-before > largeEvent
+	blankRest := s.dec.blankAfter(s.in.read - s.takenAt)
+	switch {
+	case large && !blankRest:
 		// What the old decoder read beyond this event is read again by
-		// the new one, first; it is at most what one read brought.
-		ahead, rerr := io.ReadAll(s.dec.Buffered())
+		// the next one, first; it is at most what one read brought.
+		ahead, rerr := io.ReadAll(s.dec.dec.Buffered())
 		if rerr != nil {
 			return "", nil, rerr
 		}
 		s.in.ahead = append(ahead, s.in.ahead...)
-		s.dec = sigsjson.NewDecoderCaseSensitivePreserveInts(s.in)
+		s.dec = nil
+	case large:
+		s.dec = nil
+	case blankRest:
+		s.dec.fed += s.in.read - s.takenAt
+		s.dec.in.Reader = nil
+		decoders.Put(s.dec)
+		s.dec = nil
 	}
 	return typ, obj, err
 }
 
-// readAhead is the body of a watch stream, after bytes that a dropped
-// decoder had read ahead; it counts what it hands out.
+// pooledDecoder is a JSON decoder that can move between streams: it reads
+// from in, which is pointed at the stream that holds it.
+type pooledDecoder struct {
+	in  *struct{ io.Reader }
+	dec sigsjson.Decoder
+	// fed is what dec was given to read by the streams that held it
+	// before the current one.
+	fed int64
+}
+
+// blankAfter reports whether the decoder holds nothing but whitespace
+// beyond the value it decoded (the API server ends each event with a
+// newline), given what the current stream has fed it. Only a short rest
+// is looked at: the API server writes one newline, and Buffered costs an
+// allocation.
+func (d *pooledDecoder) blankAfter(fed int64) bool {
+	switch rest := d.fed + fed - d.dec.InputOffset(); {
+	case rest == 0:
+		return true
+	case rest <= 2:
+		return blank(d.dec.Buffered())
+	default:
+		return false
+	}
+}
+
+// decoders holds the decoders of the streams that wait for bytes.
+var decoders = sync.Pool{New: func() any {
+	in := &struct{ io.Reader }{}
+	return &pooledDecoder{in: in, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(in)}
+}}
+
+// blank reports whether r, what a decoder holds beyond the value it
+// decoded, is JSON whitespace only (the API server ends each event with a
+// newline). A reader that cannot be looked into counts as not blank.
+func blank(r io.Reader) bool {
+	br, ok := r.(io.ByteReader)
+	if !ok {
+		return false
+	}
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return true
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+}
+
+// waitRead is the size of the buffer a stream waits for its next bytes
+// with (readAhead.wait); a decoder reads what does not fit.
+const waitRead = 512
+
+// readAhead is the body of a watch stream, after bytes read before a
+// decoder took the stream (a retired decoder's read-ahead, or what wait
+// read); it counts what it hands out.
 type readAhead struct {
 	ahead []byte
 	body  io.Reader
+	err   error // the body's error that came with the bytes wait read
 	read  int64
+}
+
+// wait blocks until the stream has bytes to give, or fails, and keeps
+// what it read in ahead.
+func (r *readAhead) wait() error {
+	if len(r.ahead) > 0 {
+		return nil
+	}
+	buf := make([]byte, waitRead)
+	for len(r.ahead) == 0 && r.err == nil {
+		n, err := r.body.Read(buf)
+		r.ahead, r.err = buf[:n], err
+	}
+	if len(r.ahead) == 0 {
+		return r.err
+	}
+	return nil
 }
 
 func (r *readAhead) Read(p []byte) (int, error) {
@@ -444,6 +554,9 @@ func (r *readAhead) Read(p []byte) (int, error) {
 		}
 		r.read += int64(n)
 		return n, nil
+	}
+	if r.err != nil {
+		return 0, r.err
 	}
 	n, err := r.body.Read(p)
 	r.read += int64(n)
