@@ -231,6 +231,7 @@ func closingClient(cfg *rest.Config) (*rest.Config, *http.Client, *closingTransp
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	smallHeaderTables(httpClient.Transport)
 	transport := &closingTransport{next: httpClient.Transport, conns: dialer.ConnectionTracker}
 	httpClient.Transport = transport
 	return cfg, httpClient, transport, nil

@@ -183,3 +183,38 @@ func trackedDialer(next connrotation.DialFunc) *connrotation.Dialer {
 	}
 	return connrotation.NewDialer(next)
 }
+
+// headerTableSize is the HPACK dynamic table each way of a cluster's
+// HTTP/2 connection (http.HTTP2Config): one byte holds no header field,
+// as a field costs 32 bytes and more, and zero would mean the default.
+const headerTableSize = 1
+
+// smallHeaderTables makes the HTTP/2 connections of rt, the transport
+// client-go built for one cluster, keep no table of the header fields sent
+// before. HPACK's default table is 4 KiB each way, per connection, and
+// stays full: the API server's answers carry an audit ID new each time,
+// which only churns its table, and our requests carry the same few fields
+// (a bearer token, the user agent), which a table would spare resending.
+// On a hub the two tables were about a tenth of what an idle cluster costs;
+// without them each request carries its token again, about a kilobyte, and
+// each answer its few fields: nothing beside the objects they carry.
+//
+// client-go sets no HTTP/2 options: its transport cache builds the
+// http.Transport and configures HTTP/2 on it (SetTransportDefaults), so
+// the settings are put on that transport, found under client-go's
+// wrappers, before it has connected. It is the cluster's alone: its own
+// dialer keeps client-go from sharing it (closingClient). A transport that
+// is not an *http.Transport is left as it is.
+func smallHeaderTables(rt http.RoundTripper) {
+	for rt != nil {
+		switch t := rt.(type) {
+		case *http.Transport:
+			t.HTTP2 = &http.HTTP2Config{MaxDecoderHeaderTableSize: headerTableSize, MaxEncoderHeaderTableSize: headerTableSize}
+			return
+		case utilnet.RoundTripperWrapper:
+			rt = t.WrappedRoundTripper()
+		default:
+			return
+		}
+	}
+}

@@ -3,11 +3,13 @@ package clusters
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,4 +204,66 @@ func TestSmallFrames(t *testing.T) {
 			g.Expect(whole).To(Equal(tc.body))
 		})
 	}
+}
+
+// A cluster's HTTP/2 connection keeps no table of the header fields sent
+// either way: neither the API server's answers' (an audit ID new in every
+// answer, which only churns the table) nor its requests' (a bearer token).
+// A connection with the tables HPACK allows by default (4 KiB each way)
+// keeps both full: here 3 KiB headers each way, which client-go's own
+// client keeps.
+func TestConnectionsKeepNoHeaderTable(t *testing.T) {
+	big := strings.Repeat("h", 3<<10)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Large", big)
+		w.WriteHeader(http.StatusOK)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	cfg := &rest.Config{Host: srv.URL, BearerToken: big, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+
+	// held is the heap that 40 clients, each with a connection of its own
+	// after one exchange, hold per connection.
+	held := func(client func() *http.Client) int64 {
+		const conns = 40
+		clients := make([]*http.Client, conns)
+		before := liveHeap()
+		for i := range clients {
+			clients[i] = client()
+			resp, err := clients[i].Get(srv.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.Header.Get("X-Large") != big {
+				t.Fatalf("answer over %s with a header of %d bytes, want HTTP/2 and %d", resp.Proto, len(resp.Header.Get("X-Large")), len(big))
+			}
+		}
+		n := (liveHeap() - before) / conns
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+		return n
+	}
+	ours := held(func() *http.Client {
+		_, c, _, err := closingClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	})
+	plain := held(func() *http.Client {
+		c := rest.CopyConfig(cfg)
+		c.Dial = (&net.Dialer{}).DialContext // a transport of its own
+		hc, err := rest.HTTPClientFor(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hc
+	})
+	t.Logf("held per connection after an exchange of 3 KiB headers: %d B, %d B with client-go's own client", ours, plain)
+	NewWithT(t).Expect(plain-ours).To(BeNumerically(">=", 5<<10), "bytes a connection keeps less than client-go's after an exchange of 3 KiB headers")
 }
