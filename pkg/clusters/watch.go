@@ -400,7 +400,7 @@ const largeEvent = 64 << 10
 //   - A watch spends its life waiting: a hub has three in every cluster,
 //     each idle between rare events, and a decoder that read one mirror of
 //     a few kilobytes keeps a buffer of twice that (the three buffers were
-//     a tenth of what an idle cluster costs the hub). So a stream holds a
+//     a tenth of an idle cluster's live heap on the hub). So a stream holds a
 //     decoder only while it has bytes to decode: once an event leaves
 //     nothing but whitespace buffered, the decoder goes back to a pool
 //     shared by every stream, and the stream waits for its next bytes
