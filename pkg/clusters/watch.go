@@ -413,11 +413,9 @@ const largeEvent = 64 << 10
 // Decoder's buffer or move it to another stream, and apimachinery's framed
 // readers keep theirs too.
 type eventStream struct {
-	in  *readAhead
-	dec *pooledDecoder // nil while the stream waits for bytes
-	// takenAt is in.read when dec took the stream.
-	takenAt int64
-	decode  func(sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
+	in     *readAhead
+	dec    *pooledDecoder // nil while the stream waits for bytes
+	decode func(sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)
 }
 
 func newEventStream(body io.Reader, decode func(sigsjson.Decoder) (apiwatch.EventType, runtime.Object, error)) *eventStream {
@@ -432,7 +430,6 @@ func (s *eventStream) next() (apiwatch.EventType, runtime.Object, error) {
 		}
 		s.dec = decoders.Get().(*pooledDecoder)
 		s.dec.in.Reader = s.in
-		s.takenAt = s.in.read
 	}
 	before := s.in.read
 	typ, obj, err := s.decode(s.dec.dec)
@@ -441,7 +438,7 @@ func (s *eventStream) next() (apiwatch.EventType, runtime.Object, error) {
 		return "", nil, err
 	}
 	large := s.in.read-before > largeEvent
-	blankRest := s.dec.blankAfter(s.in.read - s.takenAt)
+	blankRest := s.dec.blankAfter()
 	switch {
 	case large && !blankRest:
 		// What the old decoder read beyond this event is read again by
@@ -455,7 +452,6 @@ func (s *eventStream) next() (apiwatch.EventType, runtime.Object, error) {
 	case large:
 		s.dec = nil
 	case blankRest:
-		s.dec.fed += s.in.read - s.takenAt
 		s.dec.in.Reader = nil
 		decoders.Put(s.dec)
 		s.dec = nil
@@ -466,20 +462,30 @@ func (s *eventStream) next() (apiwatch.EventType, runtime.Object, error) {
 // pooledDecoder is a JSON decoder that can move between streams: it reads
 // from in, which is pointed at the stream that holds it.
 type pooledDecoder struct {
-	in  *struct{ io.Reader }
+	in  *fedReader
 	dec sigsjson.Decoder
-	// fed is what dec was given to read by the streams that held it
-	// before the current one.
+}
+
+// fedReader is what a pooled decoder reads from: the stream that holds it.
+// It counts every byte it gave the decoder, over all the streams.
+type fedReader struct {
+	io.Reader
 	fed int64
+}
+
+func (r *fedReader) Read(p []byte) (int, error) {
+	n, err := r.Reader.Read(p)
+	r.fed += int64(n)
+	return n, err
 }
 
 // blankAfter reports whether the decoder holds nothing but whitespace
 // beyond the value it decoded (the API server ends each event with a
-// newline), given what the current stream has fed it. Only a short rest
-// is looked at: the API server writes one newline, and Buffered costs an
+// newline): what it was fed less what it consumed. Only a short rest is
+// looked at: the API server writes one newline, and Buffered costs an
 // allocation.
-func (d *pooledDecoder) blankAfter(fed int64) bool {
-	switch rest := d.fed + fed - d.dec.InputOffset(); {
+func (d *pooledDecoder) blankAfter() bool {
+	switch rest := d.in.fed - d.dec.InputOffset(); {
 	case rest == 0:
 		return true
 	case rest <= 2:
@@ -491,7 +497,7 @@ func (d *pooledDecoder) blankAfter(fed int64) bool {
 
 // decoders holds the decoders of the streams that wait for bytes.
 var decoders = sync.Pool{New: func() any {
-	in := &struct{ io.Reader }{}
+	in := &fedReader{}
 	return &pooledDecoder{in: in, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(in)}
 }}
 
