@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -26,6 +27,7 @@ import (
 // the API server does not serve) that the person starting the binary must
 // be able to read at a glance.
 func Main(binary, description string, o Flags, run func(context.Context) error) {
+	profiler := pauseHeapProfiler()
 	fs := flag.NewFlagSet(binary, flag.ExitOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\n%s\n\nFlags:\n", binary, description)
@@ -47,11 +49,49 @@ func Main(binary, description string, o Flags, run func(context.Context) error) 
 	if err := o.Complete(); err != nil {
 		exit(2, err)
 	}
+	if f := fs.Lookup(pprofFlag); f != nil && f.Value.String() != "" {
+		profiler.resume()
+	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	logf.SetLogger(log)
 	tuneGC(log)
 	if err := run(logf.IntoContext(signals.SetupSignalHandler(), log)); err != nil {
 		exit(1, err)
+	}
+}
+
+// defaultMemProfileRate is the Go runtime's own heap profiling rate: one
+// allocation sampled in every 512 KiB.
+const defaultMemProfileRate = 512 * 1024
+
+// heapProfiler is the heap profiler that pauseHeapProfiler turned off.
+type heapProfiler struct{ paused bool }
+
+// pauseHeapProfiler turns the Go runtime's heap profiler off, unless
+// GODEBUG=memprofilerate set a rate of its own. The profiler is on in
+// every program that links runtime/pprof, as the agents do for their pprof
+// endpoint, and what it records is kept for good: each call stack it
+// samples takes a bucket, and the stacks' hash table (1.4 MiB) becomes
+// resident page by page as they come. Nobody reads the profile unless
+// --pprof-bind-address is set, and Main turns it back on then (resume).
+// The member benchmark measured a converged agent 1.1 MiB smaller with it
+// off, and a restarted one's peak 1.3 MiB lower. It is paused first thing
+// in Main; what the packages' initialization allocated before was sampled
+// already, a few stacks.
+func pauseHeapProfiler() heapProfiler {
+	if runtime.MemProfileRate != defaultMemProfileRate {
+		return heapProfiler{}
+	}
+	runtime.MemProfileRate = 0
+	return heapProfiler{paused: true}
+}
+
+// resume turns the profiler back on at the runtime's default rate, if
+// pauseHeapProfiler turned it off; the runtime reads the rate without
+// synchronization, so Main calls it before the agent starts anything.
+func (p heapProfiler) resume() {
+	if p.paused {
+		runtime.MemProfileRate = defaultMemProfileRate
 	}
 }
 

@@ -202,7 +202,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet, b Binary) {
 	// Observability.
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables them.")
-	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", "", "Address of the pprof endpoints; empty disables them.")
+	fs.StringVar(&o.PprofBindAddress, pprofFlag, "", "Address of the pprof endpoints; empty disables them, and the heap profiler too.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
 	// Uninstall mode.
 	fs.BoolVar(&o.Uninstall, "uninstall", false, "Mirror nothing: take back what this agent put into its clusters, and exit. Once the agent's replicas have stopped (it waits for the leader election Lease with --leader-elect, for the shard Leases with --shards=auto), it deletes its mirrors, takes its part of fleetmirror.io/status off the sources (and the finalizers earlier versions held off sources and MirrorPolicies) and its status off the pull mirrors it serves, in every cluster it reaches, then deletes those Leases; it exits 1 naming the clusters it could not finish. The charts' post-delete hook runs it.")
@@ -334,6 +334,10 @@ func dnsLabel(flag, value string) error {
 	}
 	return nil
 }
+
+// pprofFlag is the flag of PprofBindAddress; Main reads it to turn the
+// heap profiler on.
+const pprofFlag = "pprof-bind-address"
 
 // Flags are options that bind to a flag set and complete after parsing:
 // agent.Options, and the member's and the hub's, which embed it.

@@ -124,7 +124,15 @@ func run(m *testing.M) (code int) {
 	members = map[string]*agent{}
 	logs := filepath.Join(dir, "logs")
 	for _, c := range fleet.Clusters() {
-		a, err := startAgent(memberBin, logs, c.Name, "--namespace", systemNS, "--lazy-probe-interval", lazyProbeInterval)
+		args := []string{"--namespace", systemNS, "--lazy-probe-interval", lazyProbeInterval}
+		if c.Name == memA.Name { // TestHeapProfiler compares it with member-b's
+			pprofAddr, err := fleettest.FreeAddr()
+			if err != nil {
+				return fail(err)
+			}
+			args = append(args, "--pprof-bind-address", pprofAddr)
+		}
+		a, err := startAgent(memberBin, logs, c.Name, args...)
 		if err != nil {
 			return fail(err)
 		}
