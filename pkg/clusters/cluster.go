@@ -231,7 +231,7 @@ func closingClient(cfg *rest.Config) (*rest.Config, *http.Client, *closingTransp
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	smallHeaderTables(httpClient.Transport)
+	leanHTTP2(httpClient.Transport)
 	transport := &closingTransport{next: httpClient.Transport, conns: dialer.ConnectionTracker}
 	httpClient.Transport = transport
 	return cfg, httpClient, transport, nil

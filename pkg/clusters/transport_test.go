@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +267,53 @@ func TestConnectionsKeepNoHeaderTable(t *testing.T) {
 	})
 	t.Logf("held per connection after an exchange of 3 KiB headers: %d B, %d B with client-go's own client", ours, plain)
 	NewWithT(t).Expect(plain-ours).To(BeNumerically(">=", 5<<10), "bytes a connection keeps less than client-go's after an exchange of 3 KiB headers")
+}
+
+// An answer the agent has not read yet waits in its memory only up to the
+// stream's window: the API server, here a test server writing 8 MiB as
+// fast as it may, gets streamWindow ahead of a reader that reads nothing,
+// where client-go's own client lets it get 4 MiB ahead.
+func TestStreamWindowBoundsUnreadAnswers(t *testing.T) {
+	g := NewWithT(t)
+	var written atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 16<<10)
+		for range (8 << 20) / len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			written.Add(int64(len(chunk)))
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+
+	// ahead opens an answer with client and reads none of it; it returns
+	// how far the server got once it has written at least least bytes and
+	// then no more than most, as long as the check lasts.
+	ahead := func(client *http.Client, least, most int64) int64 {
+		written.Store(0)
+		resp, err := client.Get(srv.URL + "/")
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		g.Expect(resp.ProtoMajor).To(Equal(2))
+		g.Eventually(written.Load, 10*time.Second, 10*time.Millisecond).Should(BeNumerically(">=", least))
+		g.Consistently(written.Load, 300*time.Millisecond, 10*time.Millisecond).Should(BeNumerically("<=", most))
+		return written.Load()
+	}
+	_, ours, _, err := closingClient(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	// The server writes through a buffer of its own, and stops once the
+	// window is used up.
+	got := ahead(ours, streamWindow/2, streamWindow+64<<10)
+	c := rest.CopyConfig(cfg)
+	c.Dial = (&net.Dialer{}).DialContext // a transport of its own
+	plain, err := rest.HTTPClientFor(c)
+	g.Expect(err).NotTo(HaveOccurred())
+	gotPlain := ahead(plain, 4<<20-64<<10, 8<<20)
+	t.Logf("the server got %d KiB ahead of our reader, %d KiB ahead of client-go's own client", got>>10, gotPlain>>10)
 }

@@ -186,6 +186,7 @@ func (b *bench) runHubShards(ctx context.Context) (err error) {
 		s.digest = digest(s.data)
 	}
 	g = b.tracker.expect(b.want(b.sources, b.targets))
+	progress("%s: killing hub-%d (%.0f clusters) and changing every source", b.workload, victim, served[victim])
 	killed := time.Now()
 	_ = syscall.Kill(-replicas[victim].cmd.Process.Pid, syscall.SIGKILL)
 	<-replicas[victim].exited
