@@ -18,9 +18,9 @@ import (
 // pkg/transform/template.go) makes it keep every exported method of every
 // type instead: 9 MB more binary, most of it resident.
 //
-// Secret.SwaggerDoc stands for those methods: Secret is in every build (the
-// client's scheme registers it), and nothing in the agent asks a Secret for
-// its documentation.
+// Lease.SwaggerDoc stands for those methods: Lease is in every build (the
+// agent's leader election holds one, and its package registers it), and
+// nothing in the agent asks a Lease for its documentation.
 func TestLinkerPrunesUnusedMethods(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -34,11 +34,11 @@ func TestLinkerPrunesUnusedMethods(t *testing.T) {
 		t.Fatalf("go tool nm: %v", err)
 	}
 	syms := string(out)
-	if !strings.Contains(syms, "k8s.io/api/core/v1.(*Secret).Unmarshal") {
-		t.Fatal("k8s.io/api/core/v1.Secret is not in the binary: pick another type to stand for unused methods")
+	if !strings.Contains(syms, "k8s.io/api/coordination/v1.(*Lease).Unmarshal") {
+		t.Fatal("k8s.io/api/coordination/v1.Lease is not in the binary: pick another type to stand for unused methods")
 	}
-	if strings.Contains(syms, "k8s.io/api/core/v1.Secret.SwaggerDoc") {
-		t.Error("the linker kept Secret.SwaggerDoc, which nothing calls: something reachable calls reflect.Value.MethodByName " +
+	if strings.Contains(syms, "k8s.io/api/coordination/v1.Lease.SwaggerDoc") {
+		t.Error("the linker kept Lease.SwaggerDoc, which nothing calls: something reachable calls reflect.Value.MethodByName " +
 			"or Method with a name not known at compile time (text/template executes so). " +
 			"Its callers: go build -ldflags=-dumpdep -o /dev/null ./cmd/member 2>&1 | grep -- '-> reflect.Value.Method'")
 	}
@@ -49,8 +49,11 @@ func TestLinkerPrunesUnusedMethods(t *testing.T) {
 // its discovery client, typed clients and leader election) and
 // controller-runtime's client, cache, manager and controller, which import
 // it. Each would bring back every k8s.io/api group: 7 MB of the binary,
-// and pages of it in memory. The agent uses core/v1 (Events),
-// coordination/v1 (its Lease) and apidiscovery/v2 (discovery) only.
+// and pages of it in memory. The agent uses coordination/v1 (its Lease)
+// and apidiscovery/v2 (discovery) only: not even core/v1, whose package
+// registers every core type (1.7 MB of code), nor client-go's Event
+// recorder, which needs core/v1 and strategic merge patches (kube-openapi,
+// gnostic, YAML; pkg/events writes Events without them).
 func TestNoSchemeOfAllTypes(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
@@ -62,9 +65,11 @@ func TestNoSchemeOfAllTypes(t *testing.T) {
 		"sigs.k8s.io/controller-runtime/pkg/internal/log": true, "sigs.k8s.io/controller-runtime/pkg/healthz": true,
 		"sigs.k8s.io/controller-runtime/pkg/manager/signals": true,
 	}
-	allowedAPI := map[string]bool{"k8s.io/api/core/v1": true, "k8s.io/api/coordination/v1": true, "k8s.io/api/apidiscovery/v2": true}
+	allowedAPI := map[string]bool{"k8s.io/api/coordination/v1": true, "k8s.io/api/apidiscovery/v2": true}
 	for _, p := range strings.Fields(string(out)) {
 		switch {
+		case p == "k8s.io/client-go/tools/record", p == "k8s.io/apimachinery/pkg/util/strategicpatch":
+			t.Errorf("the member links %s: client-go's Event recorder and its strategic merge patches (4 MB with core/v1); pkg/events records Events", p)
 		case p == "k8s.io/client-go/kubernetes/scheme", p == "k8s.io/client-go/discovery",
 			strings.HasPrefix(p, "k8s.io/client-go/tools/leaderelection"),
 			strings.HasPrefix(p, "sigs.k8s.io/controller-runtime") && !allowedRuntime[p]:

@@ -203,10 +203,7 @@ func (c *collector) Listed() {
 // not even the Events on refused registrations (the hub writes those).
 type discardEvents struct{}
 
-func (discardEvents) Event(runtime.Object, string, string, string)          {}
 func (discardEvents) Eventf(runtime.Object, string, string, string, ...any) {}
-func (discardEvents) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {
-}
 
 // connect reads what target resolution needs of one cluster.
 func connect(ctx context.Context, s fleet.Spec) RemoteCluster {

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +23,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 	"github.com/fleetmirror/fleetmirror/pkg/peers"
 	"github.com/fleetmirror/fleetmirror/pkg/policy"
 )
@@ -706,12 +706,12 @@ func (r *Reconciler) writePolicyStatus(ctx context.Context, c *clusters.Cluster,
 	}
 	if d := meta.FindStatusCondition(st.Conditions, sp.degraded); d != nil && d.Status == metav1.ConditionTrue {
 		if old := meta.FindStatusCondition(cur.Conditions, sp.degraded); old == nil || old.Message != d.Message {
-			r.recorder(c).Eventf(p, corev1.EventTypeWarning, d.Reason, "%s", d.Message)
+			r.recorder(c).Eventf(p, events.Warning, d.Reason, "%s", d.Message)
 		}
 	}
 	if rd := meta.FindStatusCondition(st.Conditions, sp.ready); rd != nil && rd.Reason == ReasonSynced {
 		if old := meta.FindStatusCondition(cur.Conditions, sp.ready); old == nil || old.Message != rd.Message {
-			r.recorder(c).Eventf(p, corev1.EventTypeNormal, ReasonMirrorsSynced, "%s", rd.Message)
+			r.recorder(c).Eventf(p, events.Normal, ReasonMirrorsSynced, "%s", rd.Message)
 		}
 	}
 	patch, err := json.Marshal(map[string]any{

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +14,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
@@ -233,7 +233,7 @@ func (r *Reconciler) finishPull(ctx context.Context, c *clusters.Cluster, key Ke
 	result := pullResults[v.State]
 	if written {
 		result = "written"
-		r.recorder(c).Eventf(dst, corev1.EventTypeNormal, ReasonPulled, "Wrote the content of %s", ref)
+		r.recorder(c).Eventf(dst, events.Normal, ReasonPulled, "Wrote the content of %s", ref)
 	}
 	metrics.PullOperations.WithLabelValues(kind, c.Name(), result).Inc()
 	kept := holdsPulled(dst)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +27,7 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/apply"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/desired"
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 	"github.com/fleetmirror/fleetmirror/pkg/peers"
@@ -502,10 +502,10 @@ func (r *Reconciler) removeAll(ctx context.Context, c *clusters.Cluster, key Key
 // no longer has.
 func (r *Reconciler) reportRemoved(c *clusters.Cluster, obj runtime.Object, sum summary) {
 	if sum.deleted > 0 {
-		r.recorder(c).Eventf(obj, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
+		r.recorder(c).Eventf(obj, events.Normal, ReasonMirrorsRemoved, "Removed %d mirrors", sum.deleted)
 	}
 	if sum.orphaned > 0 {
-		r.recorder(c).Eventf(obj, corev1.EventTypeNormal, ReasonMirrorsRemoved, "Left %d copies in place as plain objects (copy-once or deletion-policy Orphan); nothing of fleetmirror claims them any more", sum.orphaned)
+		r.recorder(c).Eventf(obj, events.Normal, ReasonMirrorsRemoved, "Left %d copies in place as plain objects (copy-once or deletion-policy Orphan); nothing of fleetmirror claims them any more", sum.orphaned)
 	}
 }
 
@@ -684,7 +684,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		line += "; retries backing off"
 	}
 	if changed := sum.created + sum.updated + sum.replaced + sum.deleted; changed > 0 {
-		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonMirrorsSynced,
+		r.recorder(c).Eventf(src, events.Normal, ReasonMirrorsSynced,
 			"Created %d, updated %d, replaced %d, deleted %d mirrors; %s", sum.created, sum.updated, sum.replaced, sum.deleted, line)
 	}
 	if len(sum.adopted) > 0 {
@@ -692,7 +692,7 @@ func (r *Reconciler) finish(ctx context.Context, c *clusters.Cluster, key Key, s
 		for i, ns := range sum.adopted {
 			names[i] = ns + "/" + key.Name
 		}
-		r.recorder(c).Eventf(src, corev1.EventTypeNormal, ReasonAdopted, "Adopted proven copies of this source made by another tool; they are mirrors now: %s",
+		r.recorder(c).Eventf(src, events.Normal, ReasonAdopted, "Adopted proven copies of this source made by another tool; they are mirrors now: %s",
 			joinLimited(names))
 	}
 	r.warnIf(c, src, ReasonTargetConflict, len(sum.conflicts) > 0, "Not written, name taken: %s", joinLimited(sum.conflicts))
@@ -774,7 +774,7 @@ func (r *Reconciler) warnIf(c *clusters.Cluster, src *unstructured.Unstructured,
 		return false
 	}
 	last.Store(reason, msg)
-	r.recorder(c).Eventf(src, corev1.EventTypeWarning, reason, "%s", msg)
+	r.recorder(c).Eventf(src, events.Warning, reason, "%s", msg)
 	return true
 }
 

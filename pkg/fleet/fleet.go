@@ -13,15 +13,17 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
@@ -129,7 +131,7 @@ type connection struct {
 	spec    Spec
 	labels  atomic.Pointer[map[string]string]
 	cluster *clusters.Cluster
-	events  record.EventRecorder
+	events  events.Recorder
 	// up is true while the cluster answers and its caches are synced.
 	up atomic.Bool
 	// everUp is true once the cluster was up.
@@ -463,12 +465,16 @@ func (c *connection) pokeProbe() {
 // connection is stopped.
 func (f *Fleet) start(ctx context.Context, c *connection) {
 	log := logf.FromContext(ctx).WithValues("cluster", c.spec.Name)
-	var events *lazyRecorder
+	var lazy *lazyRecorder
 	if c.events == nil {
-		events = &lazyRecorder{log: log, start: func() (record.EventRecorder, func(), error) {
-			return NewRecorder(c.cluster.RESTConfig(), c.cluster.HTTPClient(), f.opts.FieldManager)
+		lazy = &lazyRecorder{log: log, start: func() (events.Recorder, func(), error) {
+			b, err := NewRecorder(c.cluster.RESTConfig(), c.cluster.HTTPClient(), events.Options{Component: f.opts.FieldManager, Log: log})
+			if err != nil {
+				return nil, nil, err
+			}
+			return b, b.Shutdown, nil
 		}}
-		c.events = events
+		c.events = lazy
 	}
 	// The connection runs on a timer, not on a goroutine of its own: a
 	// hub with hundreds of clusters would otherwise keep one parked per
@@ -480,8 +486,8 @@ func (f *Fleet) start(ctx context.Context, c *connection) {
 	context.AfterFunc(ctx, func() {
 		t.Stop()
 		c.probing.Lock() // a step running ends first; none runs again
-		if events != nil {
-			events.Shutdown()
+		if lazy != nil {
+			lazy.Shutdown()
 		}
 		c.cluster.Close()
 		close(c.done)
@@ -855,7 +861,7 @@ func (f *Fleet) sorted() []*connection {
 
 // Recorder returns the Event recorder for objects of c, nil when there is
 // none (c is not engaged, or its recorder could not be made).
-func (f *Fleet) Recorder(c *clusters.Cluster) record.EventRecorder {
+func (f *Fleet) Recorder(c *clusters.Cluster) events.Recorder {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if conn, ok := f.conns[c.Name()]; ok && conn.cluster == c && conn.serving {
@@ -989,16 +995,22 @@ func (f *Fleet) WaitForLocalWatches(ctx context.Context) error {
 	return nil
 }
 
-// NewRecorder returns a core/v1 event recorder writing to the cluster of
-// cfg as component, and the function that stops it. With httpClient, it
+// NewRecorder returns a recorder of core/v1 Events writing to the cluster
+// of cfg as opts.Component; its Shutdown stops it. With httpClient, it
 // sends on that client's connections: those of a cluster that can go away
-// are then closed with it.
-func NewRecorder(cfg *rest.Config, httpClient *http.Client, component string) (record.EventRecorder, func(), error) {
-	sink, err := newEventSink(cfg, httpClient)
-	if err != nil {
-		return nil, nil, err
+// are then closed with it. Without opts.Scheme, the kinds of typed objects
+// are those of fleetmirror.io (the MirrorPolicy).
+func NewRecorder(cfg *rest.Config, httpClient *http.Client, opts events.Options) (*events.Broadcaster, error) {
+	if opts.Scheme == nil {
+		opts.Scheme = policyScheme
 	}
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(sink)
-	return b.NewRecorder(coreScheme, corev1.EventSource{Component: component}), b.Shutdown, nil
+	return events.New(cfg, httpClient, opts)
 }
+
+// policyScheme knows the kinds of fleetmirror.io, whose typed objects get
+// Events.
+var policyScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}()

@@ -1,12 +1,12 @@
 package fleet
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/clusters"
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 )
 
 // ReasonInvalidKindsObject is the Warning Event on a member kinds object the
@@ -25,6 +25,6 @@ func (f *Fleet) invalidKindsObject(c *clusters.Cluster, obj *unstructured.Unstru
 	logf.FromContext(f.ctx).Info("Invalid member kinds object; watching every kind of the cluster", "cluster", c.Name(),
 		"namespace", obj.GetNamespace(), "name", obj.GetName(), "error", err.Error())
 	if rec := f.Recorder(c); rec != nil {
-		rec.Eventf(obj, corev1.EventTypeWarning, ReasonInvalidKindsObject, "Not used, every kind of this cluster is watched instead: %v", err)
+		rec.Eventf(obj, events.Warning, ReasonInvalidKindsObject, "Not used, every kind of this cluster is watched instead: %v", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 )
 
@@ -73,7 +73,7 @@ type Spec struct {
 	ExcludedBecause    string
 	// Recorder, when set, records the Events about objects of the cluster;
 	// otherwise the fleet makes one that writes to the cluster.
-	Recorder record.EventRecorder
+	Recorder events.Recorder
 	// Since is when the cluster was registered (its Secret's
 	// creationTimestamp): of two registrations that reach one cluster,
 	// the older keeps it (Options.Identities, Award).

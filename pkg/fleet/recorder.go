@@ -5,7 +5,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
+
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 )
 
 // lazyRecorder is a cluster's Event recorder that starts its broadcaster at
@@ -14,19 +15,19 @@ import (
 // and never get an Event (Events go to sources and pull mirrors), so they
 // should not pay for one.
 type lazyRecorder struct {
-	start func() (record.EventRecorder, func(), error)
+	start func() (events.Recorder, func(), error)
 	log   logr.Logger
 
 	mu      sync.Mutex
-	rec     record.EventRecorder
+	rec     events.Recorder
 	stop    func()
 	stopped bool // Shutdown was called: Events are dropped
 	failed  bool // start failed (logged once): Events are dropped
 }
 
-var _ record.EventRecorder = (*lazyRecorder)(nil)
+var _ events.Recorder = (*lazyRecorder)(nil)
 
-func (l *lazyRecorder) recorder() record.EventRecorder {
+func (l *lazyRecorder) recorder() events.Recorder {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.rec == nil && !l.stopped && !l.failed {
@@ -55,20 +56,8 @@ func (l *lazyRecorder) Shutdown() {
 	}
 }
 
-func (l *lazyRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
-	if r := l.recorder(); r != nil {
-		r.Event(obj, eventtype, reason, message)
-	}
-}
-
 func (l *lazyRecorder) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
 	if r := l.recorder(); r != nil {
 		r.Eventf(obj, eventtype, reason, format, args...)
-	}
-}
-
-func (l *lazyRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, format string, args ...any) {
-	if r := l.recorder(); r != nil {
-		r.AnnotatedEventf(obj, annotations, eventtype, reason, format, args...)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 )
 
 // The broadcaster starts at the first Event and only then, once; after
@@ -15,7 +17,7 @@ import (
 func TestLazyRecorder(t *testing.T) {
 	starts, stops := 0, 0
 	fake := record.NewFakeRecorder(10)
-	l := &lazyRecorder{log: logr.Discard(), start: func() (record.EventRecorder, func(), error) {
+	l := &lazyRecorder{log: logr.Discard(), start: func() (events.Recorder, func(), error) {
 		starts++
 		return fake, func() { stops++ }, nil
 	}}
@@ -29,9 +31,9 @@ func TestLazyRecorder(t *testing.T) {
 
 	l = &lazyRecorder{log: logr.Discard(), start: l.start}
 	obj := &corev1.Secret{}
-	l.Event(obj, corev1.EventTypeNormal, "A", "one")
-	l.Eventf(obj, corev1.EventTypeNormal, "B", "%s", "two")
-	l.AnnotatedEventf(obj, nil, corev1.EventTypeWarning, "C", "%s", "three")
+	l.Eventf(obj, events.Normal, "A", "one")
+	l.Eventf(obj, events.Normal, "B", "%s", "two")
+	l.Eventf(obj, events.Warning, "C", "%s", "three")
 	if starts != 1 {
 		t.Fatalf("started %d times, want once", starts)
 	}
@@ -39,18 +41,18 @@ func TestLazyRecorder(t *testing.T) {
 		t.Fatalf("%d Events recorded, want 3", got)
 	}
 	l.Shutdown()
-	l.Event(obj, corev1.EventTypeNormal, "D", "after shutdown")
+	l.Eventf(obj, events.Normal, "D", "after shutdown")
 	if stops != 1 || starts != 1 || len(fake.Events) != 3 {
 		t.Fatalf("after Shutdown: %d starts, %d stops, %d Events; want 1, 1, 3", starts, stops, len(fake.Events))
 	}
 
 	failures := 0
-	l = &lazyRecorder{log: logr.Discard(), start: func() (record.EventRecorder, func(), error) {
+	l = &lazyRecorder{log: logr.Discard(), start: func() (events.Recorder, func(), error) {
 		failures++
 		return nil, nil, errors.New("no client")
 	}}
-	l.Event(obj, corev1.EventTypeNormal, "A", "one")
-	l.Event(obj, corev1.EventTypeNormal, "B", "two")
+	l.Eventf(obj, events.Normal, "A", "one")
+	l.Eventf(obj, events.Normal, "B", "two")
 	if failures != 1 {
 		t.Fatalf("a failed start was tried %d times", failures)
 	}

@@ -4,11 +4,17 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/agent"
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/apis/v1alpha1"
 	"github.com/fleetmirror/fleetmirror/pkg/controller"
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/glob"
 	"github.com/fleetmirror/fleetmirror/pkg/providers"
@@ -61,10 +67,19 @@ func (o *Options) awaitShards(ctx context.Context, own *rest.Config) (func(conte
 	return stopped.Delete, nil
 }
 
+// eventScheme knows the kinds of the typed objects the hub's own cluster
+// gets Events about: the registration Secrets and the MirrorPolicies.
+var eventScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}()
+
 // provider is the hub's fleet: its own cluster, whose registration
 // namespace is never a target, and the registered clusters.
 func (o *Options) provider(own *rest.Config) (fleet.Provider, error) {
-	recorder, _, err := fleet.NewRecorder(own, nil, FieldManager)
+	recorder, err := fleet.NewRecorder(own, nil, events.Options{Component: FieldManager, Scheme: eventScheme, Log: logf.Log.WithName("events")})
 	if err != nil {
 		return nil, err
 	}

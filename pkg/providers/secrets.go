@@ -14,11 +14,11 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/events"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
 )
@@ -57,7 +57,7 @@ type KubeconfigSecrets struct {
 	// AllowPlugins accepts kubeconfigs with exec and auth-provider plugins.
 	AllowPlugins bool
 	// Recorder records the Events on the Secrets.
-	Recorder record.EventRecorder
+	Recorder events.Recorder
 }
 
 // Run watches the registration Secrets and engages their clusters until
@@ -215,7 +215,7 @@ func (s *secretsSync) sync(ctx context.Context, informers []cache.SharedIndexInf
 			continue
 		}
 		log.Info("Registering cluster", "cluster", name, "secret", sec.Name)
-		s.p.Recorder.Eventf(sec, corev1.EventTypeNormal, ReasonClusterRegistered, "Cluster %s registered", name)
+		s.p.Recorder.Eventf(sec, events.Normal, ReasonClusterRegistered, "Cluster %s registered", name)
 	}
 }
 
@@ -223,7 +223,7 @@ func (s *secretsSync) sync(ctx context.Context, informers []cache.SharedIndexInf
 // serves under the name holder. The fleet calls it once per engagement.
 func (s *secretsSync) refuseDuplicate(sec *corev1.Secret, name, holder string) {
 	metrics.RegistrationErrors.WithLabelValues(MetricDuplicateCluster).Inc()
-	s.p.Recorder.Eventf(sec, corev1.EventTypeWarning, ReasonDuplicateCluster,
+	s.p.Recorder.Eventf(sec, events.Warning, ReasonDuplicateCluster,
 		"The cluster this Secret registers as %s is registered already as %s (same kube-system Namespace UID): nothing is read or written through this Secret until %s is unregistered; delete one of the two registrations",
 		name, holder, holder)
 }
@@ -241,5 +241,5 @@ func (s *secretsSync) refuse(sec *corev1.Secret, reason, metric, msg string) {
 	}
 	s.refused[sec.Namespace+"/"+sec.Name] = seen
 	metrics.RegistrationErrors.WithLabelValues(metric).Inc()
-	s.p.Recorder.Eventf(sec, corev1.EventTypeWarning, reason, "%s", msg)
+	s.p.Recorder.Eventf(sec, events.Warning, reason, "%s", msg)
 }
