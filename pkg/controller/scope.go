@@ -15,10 +15,10 @@ import (
 	"github.com/fleetmirror/fleetmirror/pkg/targets"
 )
 
-// Recorder records Events about objects; client-go's record.EventRecorder
-// is one. The core/v1 recorder is used on purpose: it tells events apart by
-// message, where the events.k8s.io one folds a changed warning into the
-// previous one of the same reason and drops the new message.
+// Recorder records Events about objects: events.Recorder, which writes
+// core/v1 Events on purpose. They are told apart by message, where an
+// events.k8s.io recorder folds a changed warning into the previous one of
+// the same reason and drops the new message.
 type Recorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }

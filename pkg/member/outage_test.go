@@ -172,7 +172,7 @@ func TestOwnAPIServerOutage(t *testing.T) {
 	default:
 	}
 	// Recovering, the agent did not conflict with itself on any object of
-	// this test. Events are not among them: client-go's recorder sends an
+	// this test. Events are not among them: the recorder (as client-go's) sends an
 	// Event again when its first POST got no answer, and one that the
 	// API server stored before it stopped is answered 409 AlreadyExists,
 	// which ends the recorder's retries (seen once in make test).
