@@ -52,7 +52,7 @@ func Main(binary, description string, o Flags, run func(context.Context) error) 
 	if f := fs.Lookup(pprofFlag); f != nil && f.Value.String() != "" {
 		profiler.resume()
 	}
-	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	log := newLogger(zapOpts)
 	logf.SetLogger(log)
 	tuneGC(log)
 	if err := run(logf.IntoContext(signals.SetupSignalHandler(), log)); err != nil {
