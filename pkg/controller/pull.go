@@ -88,7 +88,15 @@ func (r *Reconciler) reconcilePull(ctx context.Context, key Key) (Result, error)
 		r.forgetPull(key)
 		return Result{}, nil
 	}
-	p.NamespaceRefusal = r.pullNamespaceRefusal(c, dst.GetNamespace())
+	refusal, known := r.pullNamespaceRefusal(c, dst.GetNamespace())
+	if !known {
+		// A namespace created just before the pull mirror in it may not
+		// be in the cache yet, and without its labels whether it opted
+		// out of mirrors is not known: nothing is written until it is.
+		// Its add event enqueues this pull mirror (enqueuePullsIn).
+		return Result{}, nil
+	}
+	p.NamespaceRefusal = refusal
 	if remote && p.RefErr == nil {
 		p.SourceRefusal = PullSourceRefusal(r.opts.AllowedSourceClusters, r.opts.AllowedSourceNamespaces, p.Ref)
 	}
@@ -209,8 +217,9 @@ func (r *Reconciler) pullSource(ctx context.Context, c *clusters.Cluster, key Ke
 // namespace ns of c, or "": the operator's policy (and for the hub the
 // cluster's own exclusions), and the namespace's opt-out label. They bind
 // pull mirrors as they bind mirrors: a namespace kept free of mirrored
-// content stays free of it, whoever asks.
-func (r *Reconciler) pullNamespaceRefusal(c *clusters.Cluster, ns string) string {
+// content stays free of it, whoever asks. known is false while the
+// namespace is not in c's cache: its labels are not known yet.
+func (r *Reconciler) pullNamespaceRefusal(c *clusters.Cluster, ns string) (refusal string, known bool) {
 	var excluded glob.List
 	var because string
 	if r.opts.Scope == ScopeRemote {
@@ -220,8 +229,8 @@ func (r *Reconciler) pullNamespaceRefusal(c *clusters.Cluster, ns string) string
 			}
 		}
 	}
-	labels, _ := c.NamespaceLabels(ns)
-	return PullNamespaceRefusal(r.opts.Policy, excluded, because, c.Name(), ns, labels)
+	labels, known := c.NamespaceLabels(ns)
+	return PullNamespaceRefusal(r.opts.Policy, excluded, because, c.Name(), ns, labels), known
 }
 
 // finishPull reports the outcome of a reconcile of a pull mirror. A pull

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -69,6 +70,13 @@ type steps struct {
 // returns a Reconciler over it, once the cluster's Secret caches synced.
 func newSteps(t *testing.T, o Options, more ...fleet.Provider) *steps {
 	t.Helper()
+	return newStepsWrapped(t, o, nil, more...)
+}
+
+// newStepsWrapped is newSteps with the local cluster's transport wrapped
+// by wrap too (nil: not).
+func newStepsWrapped(t *testing.T, o Options, wrap transport.WrapperFunc, more ...fleet.Provider) *steps {
+	t.Helper()
 	if api == nil {
 		t.Skip("needs an API server")
 	}
@@ -76,6 +84,9 @@ func newSteps(t *testing.T, o Options, more ...fleet.Provider) *steps {
 	rec := &fleettest.Requests{}
 	cfg := rest.CopyConfig(api.Hub.Config)
 	cfg.Wrap(rec.Wrap)
+	if wrap != nil {
+		cfg.Wrap(wrap)
+	}
 	provider := fleet.Providers(append([]fleet.Provider{fleet.Local{Spec: fleet.Spec{Name: local, Config: cfg}}}, more...)...)
 	f := fleet.New(fleet.Options{
 		Provider: provider, ManagedBy: identity.ManagedBy, FieldManager: identity.FieldManager, Finalizer: identity.Finalizer,
