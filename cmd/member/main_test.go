@@ -1,10 +1,8 @@
 package main
 
 import (
-	"maps"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -45,37 +43,10 @@ func TestLinkerPrunesUnusedMethods(t *testing.T) {
 }
 
 // TestNoSchemeOfAllTypes checks that the member links none of the packages
-// that register every built-in API type: client-go's scheme (imported by
-// its discovery client, typed clients and leader election) and
-// controller-runtime's client, cache, manager and controller, which import
-// it. Each would bring back every k8s.io/api group: 7 MB of the binary,
-// and pages of it in memory. The agent uses coordination/v1 (its Lease)
-// and apidiscovery/v2 (discovery) only: not even core/v1, whose package
-// registers every core type (1.7 MB of code), nor client-go's Event
-// recorder, which needs core/v1 and strategic merge patches (kube-openapi,
-// gnostic, YAML; pkg/events writes Events without them).
+// that register every built-in API type (fleettest.LeanDeps). The agent
+// uses coordination/v1 (its Lease) and apidiscovery/v2 (discovery) only:
+// not even core/v1, whose package registers every core type (1.7 MB of
+// code).
 func TestNoSchemeOfAllTypes(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	// controller-runtime's logging, health handler and signal handler.
-	allowedRuntime := map[string]bool{
-		"sigs.k8s.io/controller-runtime/pkg/log": true, "sigs.k8s.io/controller-runtime/pkg/log/zap": true,
-		"sigs.k8s.io/controller-runtime/pkg/internal/log": true, "sigs.k8s.io/controller-runtime/pkg/healthz": true,
-		"sigs.k8s.io/controller-runtime/pkg/manager/signals": true,
-	}
-	allowedAPI := map[string]bool{"k8s.io/api/coordination/v1": true, "k8s.io/api/apidiscovery/v2": true}
-	for _, p := range strings.Fields(string(out)) {
-		switch {
-		case p == "k8s.io/client-go/tools/record", p == "k8s.io/apimachinery/pkg/util/strategicpatch":
-			t.Errorf("the member links %s: client-go's Event recorder and its strategic merge patches (4 MB with core/v1); pkg/events records Events", p)
-		case p == "k8s.io/client-go/kubernetes/scheme", p == "k8s.io/client-go/discovery",
-			strings.HasPrefix(p, "k8s.io/client-go/tools/leaderelection"),
-			strings.HasPrefix(p, "sigs.k8s.io/controller-runtime") && !allowedRuntime[p]:
-			t.Errorf("the member links %s, which brings every built-in API type", p)
-		case strings.HasPrefix(p, "k8s.io/api/") && !allowedAPI[p]:
-			t.Errorf("the member links %s; only %v are expected", p, slices.Sorted(maps.Keys(allowedAPI)))
-		}
-	}
+	fleettest.LeanDeps(t, "member", "k8s.io/api/apidiscovery/v2", "k8s.io/api/coordination/v1")
 }

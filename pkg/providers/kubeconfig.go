@@ -12,11 +12,28 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	capisecret "sigs.k8s.io/cluster-api/util/secret"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
 )
+
+// The Cluster API conventions of a kubeconfig Secret, as sigs.k8s.io/cluster-api
+// defines them in api/core/v1beta2 (ClusterNameLabel, ClusterSecretType)
+// and util/secret (Name, Kubeconfig, KubeconfigDataName). They are written
+// here because those packages cost the hub far more than four strings:
+// util/secret links controller-runtime's client and, through it, the
+// scheme of every built-in API type, and api/core/v1beta2 registers Cluster
+// API's own types with their CRD schemas (the hub's binary was 33.0 MB with
+// them; see clusters.TypedREST for the rest of that cost).
+// TestClusterAPIConventions holds them to cluster-api's.
+const (
+	capiClusterNameLabel                   = "cluster.x-k8s.io/cluster-name"
+	capiSecretType       corev1.SecretType = "cluster.x-k8s.io/secret" //nolint:gosec // a Secret type, not a credential
+	capiKubeconfigKey                      = "value"
+)
+
+// capiKubeconfigName is the name Cluster API gives the kubeconfig Secret
+// of cluster.
+func capiKubeconfigName(cluster string) string { return cluster + "-kubeconfig" }
 
 // errPlugin marks kubeconfigs refused for running plugins.
 var errPlugin = errors.New("plugin refused")
@@ -37,8 +54,8 @@ func clusterName(s *corev1.Secret) (string, bool) {
 	if name := s.Labels[annotations.LabelClusterName]; name != "" {
 		return name, true
 	}
-	name := s.Labels[clusterv1.ClusterNameLabel]
-	if name == "" || s.Name != capisecret.Name(name, capisecret.Kubeconfig) {
+	name := s.Labels[capiClusterNameLabel]
+	if name == "" || s.Name != capiKubeconfigName(name) {
 		return "", false
 	}
 	return name, true
@@ -73,12 +90,12 @@ func parseRegistration(s *corev1.Secret, allowPlugins bool) (*registration, erro
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return nil, fmt.Errorf("cluster name %q is invalid: %s", name, strings.Join(errs, "; "))
 	}
-	if s.Labels[annotations.LabelClusterName] == "" && s.Type != clusterv1.ClusterSecretType {
-		return nil, fmt.Errorf("a Cluster API kubeconfig Secret must have type %s, not %q", clusterv1.ClusterSecretType, s.Type)
+	if s.Labels[annotations.LabelClusterName] == "" && s.Type != capiSecretType {
+		return nil, fmt.Errorf("a Cluster API kubeconfig Secret must have type %s, not %q", capiSecretType, s.Type)
 	}
-	data := s.Data[capisecret.KubeconfigDataName]
+	data := s.Data[capiKubeconfigKey]
 	if len(data) == 0 {
-		return nil, fmt.Errorf("data key %q with the kubeconfig is missing", capisecret.KubeconfigDataName)
+		return nil, fmt.Errorf("data key %q with the kubeconfig is missing", capiKubeconfigKey)
 	}
 	cfg, err := parseKubeconfig(data, allowPlugins)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	capisecret "sigs.k8s.io/cluster-api/util/secret"
 )
 
 const kubeconfigTemplate = `apiVersion: v1
@@ -187,5 +189,20 @@ func TestParsedOncePerVersion(t *testing.T) {
 	}
 	if _, err := (parsedSecrets{}).parse(secret("b", "1", []byte("{{{")), third, false); err == badErr { //nolint:errorlint // the very error kept
 		t.Error("b, forgotten, came back with the failure kept before")
+	}
+}
+
+// TestClusterAPIConventions holds the conventions written in kubeconfig.go
+// to Cluster API's own: its label, Secret type, data key and Secret name.
+func TestClusterAPIConventions(t *testing.T) {
+	for _, c := range []struct{ what, ours, capi string }{
+		{"cluster name label", capiClusterNameLabel, clusterv1.ClusterNameLabel},
+		{"Secret type", string(capiSecretType), string(clusterv1.ClusterSecretType)},
+		{"kubeconfig data key", capiKubeconfigKey, capisecret.KubeconfigDataName},
+		{"kubeconfig Secret name", capiKubeconfigName("prod-eu"), capisecret.Name("prod-eu", capisecret.Kubeconfig)},
+	} {
+		if c.ours != c.capi {
+			t.Errorf("%s: %q here, %q in Cluster API", c.what, c.ours, c.capi)
+		}
 	}
 }

@@ -11,13 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
+	"github.com/fleetmirror/fleetmirror/pkg/clusters"
 	"github.com/fleetmirror/fleetmirror/pkg/events"
 	"github.com/fleetmirror/fleetmirror/pkg/fleet"
 	"github.com/fleetmirror/fleetmirror/pkg/metrics"
@@ -63,10 +62,9 @@ type KubeconfigSecrets struct {
 // Run watches the registration Secrets and engages their clusters until
 // ctx ends.
 func (p *KubeconfigSecrets) Run(ctx context.Context, e fleet.Engager) error {
-	// The core/v1 group client, not the whole clientset: a clientset links
-	// the typed clients of every API group into the binary, megabytes of
-	// code that are paged in and never used.
-	core, err := typedcorev1.NewForConfig(p.Config)
+	// A REST client of core/v1, not client-go's typed clients: see
+	// clusters.TypedREST.
+	core, _, err := clusters.TypedREST(p.Config, corev1.SchemeGroupVersion, corev1.AddToScheme)
 	if err != nil {
 		return err
 	}
@@ -79,10 +77,10 @@ func (p *KubeconfigSecrets) Run(ctx context.Context, e fleet.Engager) error {
 	}
 	// Only labelled Secrets of one namespace are listed: never all Secrets.
 	var informers []cache.SharedIndexInformer
-	for _, key := range []string{annotations.LabelClusterName, clusterv1.ClusterNameLabel} {
+	for _, key := range []string{annotations.LabelClusterName, capiClusterNameLabel} {
 		req, _ := labels.NewRequirement(key, selection.Exists, nil)
 		sel := labels.NewSelector().Add(*req).String()
-		lw := cache.NewFilteredListWatchFromClient(core.RESTClient(), "secrets", p.Namespace,
+		lw := cache.NewFilteredListWatchFromClient(core, "secrets", p.Namespace,
 			func(lo *metav1.ListOptions) { lo.LabelSelector = sel })
 		inf := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{})
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -15,11 +15,11 @@ type StepLeases struct{ l *leases }
 // NewStepLeases views the Leases of group in namespace as replica
 // identity, reading them through cfg.
 func NewStepLeases(cfg *rest.Config, namespace, group, identity string, duration time.Duration) (*StepLeases, error) {
-	c, err := newLeaseClient(cfg)
+	c, err := newLeaseClient(cfg, namespace)
 	if err != nil {
 		return nil, err
 	}
-	return &StepLeases{newLeases(c.Leases(namespace), group, identity, duration, func() {})}, nil
+	return &StepLeases{newLeases(c, group, identity, duration, func() {})}, nil
 }
 
 // ObserveSilent records lease as the watch would, last seen changing two

@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetmirror/fleetmirror/pkg/annotations"
@@ -49,7 +47,7 @@ type peer struct {
 
 // leases keeps this replica's Lease and watches the group's Leases.
 type leases struct {
-	client   coordinationclient.LeaseInterface
+	client   leaseClient
 	name     string // this replica's Lease
 	identity string
 	group    string
@@ -66,7 +64,7 @@ type leases struct {
 
 // newLeases is replica identity's view of the Leases of group, read and
 // written through client; changed is called as leases.changed.
-func newLeases(client coordinationclient.LeaseInterface, group, identity string, duration time.Duration, changed func()) *leases {
+func newLeases(client leaseClient, group, identity string, duration time.Duration, changed func()) *leases {
 	return &leases{client: client, name: leaseName(group, identity), identity: identity,
 		group: group, duration: duration, changed: changed, peers: map[string]*peer{}}
 }
@@ -350,11 +348,11 @@ func leaseName(group, identity string) string {
 // up, and deletes the Leases after (Stopped.Delete). It LISTs the group's
 // Leases every LeaseDuration/8, which the shard Role allows.
 func AwaitStopped(ctx context.Context, o Options) (*Stopped, error) {
-	client, err := newLeaseClient(o.Config)
+	client, err := newLeaseClient(o.Config, o.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	l := &leases{client: client.Leases(o.Namespace), group: o.Group, duration: o.LeaseDuration, changed: func() {}, peers: map[string]*peer{}}
+	l := &leases{client: client, group: o.Group, duration: o.LeaseDuration, changed: func() {}, peers: map[string]*peer{}}
 	sel := labels.SelectorFromSet(labels.Set{LabelGroup: o.Group}).String()
 	for {
 		list, lerr := l.client.List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -422,16 +420,4 @@ func (s *Stopped) Delete(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// newLeaseClient is the client of the shard Leases, built from cfg without
-// its client-side rate limit: a replica sends a renewal or two per retry
-// period, and one held back by a limiter (shared with the hub's other
-// requests, or refusing to wait past the renewal's deadline) would stop
-// the replica serving for no reason the API server gave. The leader
-// election Lease's client does the same (pkg/leader).
-func newLeaseClient(cfg *rest.Config) (*coordinationclient.CoordinationV1Client, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	return coordinationclient.NewForConfig(cfg)
 }

@@ -57,7 +57,7 @@ type Provider struct {
 
 // Run divides Inner's clusters with the other replicas until ctx ends.
 func (p *Provider) Run(ctx context.Context, e fleet.Engager) error {
-	client, err := newLeaseClient(p.Config)
+	client, err := newLeaseClient(p.Config, p.Namespace)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (p *Provider) Run(ctx context.Context, e fleet.Engager) error {
 		settle: p.LeaseDuration / 4,
 		renewD: RenewDeadline(p.LeaseDuration),
 	}
-	s.leases = newLeases(client.Leases(p.Namespace), p.Group, p.Identity, p.LeaseDuration, s.trigger)
+	s.leases = newLeases(client, p.Group, p.Identity, p.LeaseDuration, s.trigger)
 	return s.run(logf.IntoContext(ctx, logf.FromContext(ctx).WithName("shard").WithValues("replica", p.Identity)))
 }
 
