@@ -73,3 +73,19 @@ process_resident_memory_bytes 1e+08
 		t.Errorf("histogram observations %v, want 4", v)
 	}
 }
+
+func TestHeapProfilerOff(t *testing.T) {
+	for _, c := range []struct {
+		godebug string
+		want    []string
+	}{
+		{"", []string{"GODEBUG=memprofilerate=0"}},
+		{"gctrace=1", []string{"GODEBUG=gctrace=1,memprofilerate=0"}},
+		{"memprofilerate=4096", nil}, // a rate of the bench user's own wins
+		{"gctrace=1,memprofilerate=1", nil},
+	} {
+		if got := heapProfilerOff(c.godebug); !slices.Equal(got, c.want) {
+			t.Errorf("heapProfilerOff(%q) = %q, want %q", c.godebug, got, c.want)
+		}
+	}
+}

@@ -551,7 +551,11 @@ func (b *bench) makeAgent(suffix string, extra ...string) (*agent, error) {
 	// hub-churn and hub-fleet make the hub collect its garbage through the profiling
 	// endpoint before reading its live heap (settledHubStats).
 	pprof := b.opts.pprof || b.workload == wlHubChurn || b.workload == wlHubFleet
-	return newAgent(name, bin, logPath, pprof, base, append(strings.Fields(b.opts.agentArgs), extra...)...)
+	a, err := newAgent(name, bin, logPath, pprof, base, append(strings.Fields(b.opts.agentArgs), extra...)...)
+	if err == nil && pprof && !b.opts.pprof {
+		a.env = heapProfilerOff(os.Getenv("GODEBUG"))
+	}
+	return a, err
 }
 
 // want is the goal of every live source's mirrors in every target with
