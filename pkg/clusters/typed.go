@@ -3,7 +3,6 @@ package clusters
 import (
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -11,9 +10,11 @@ import (
 )
 
 // TypedREST returns a REST client of group version gv that decodes into
-// the Go types addToScheme registers, and the parameter codec of its
-// options, configured from cfg as client-go's typed clients configure
-// theirs (API path, serializers, user agent) and with its own HTTP client.
+// the Go types addToScheme registers, configured from cfg as client-go's
+// typed clients configure theirs (API path, serializers, user agent) and
+// with its own HTTP client. Options go into requests with
+// metav1.ParameterCodec, as client-go's ListWatch sends them with any
+// REST client.
 //
 // The typed clients of k8s.io/client-go/kubernetes are not used because
 // each of them imports client-go's scheme, which registers every built-in
@@ -23,13 +24,11 @@ import (
 // (the kubeconfig Secrets, its shard Leases). client-go's generic typed client
 // (k8s.io/client-go/gentype) has no such scheme, but links 67 packages
 // more (OpenAPI models, YAML, easyjson) through its fake client.
-func TypedREST(cfg *rest.Config, gv schema.GroupVersion, addToScheme func(*runtime.Scheme) error) (*rest.RESTClient, runtime.ParameterCodec, error) {
+func TypedREST(cfg *rest.Config, gv schema.GroupVersion, addToScheme func(*runtime.Scheme) error) (*rest.RESTClient, error) {
 	scheme := runtime.NewScheme()
 	if err := addToScheme(scheme); err != nil {
-		return nil, nil, fmt.Errorf("registering the types of %s: %w", gv, err)
+		return nil, fmt.Errorf("registering the types of %s: %w", gv, err)
 	}
-	// As client-go's scheme: the options of every request encode as v1.
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	cfg = rest.CopyConfig(cfg)
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
@@ -40,9 +39,5 @@ func TypedREST(cfg *rest.Config, gv schema.GroupVersion, addToScheme func(*runti
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	client, err := rest.RESTClientFor(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return client, runtime.NewParameterCodec(scheme), nil
+	return rest.RESTClientFor(cfg)
 }

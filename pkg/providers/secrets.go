@@ -64,7 +64,7 @@ type KubeconfigSecrets struct {
 func (p *KubeconfigSecrets) Run(ctx context.Context, e fleet.Engager) error {
 	// A REST client of core/v1, not client-go's typed clients: see
 	// clusters.TypedREST.
-	core, _, err := clusters.TypedREST(p.Config, corev1.SchemeGroupVersion, corev1.AddToScheme)
+	core, err := clusters.TypedREST(p.Config, corev1.SchemeGroupVersion, corev1.AddToScheme)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
@@ -35,18 +34,17 @@ type leaseClient interface {
 func newLeaseClient(cfg *rest.Config, namespace string) (leaseClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	c, params, err := clusters.TypedREST(cfg, coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme)
+	c, err := clusters.TypedREST(cfg, coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme)
 	if err != nil {
 		return nil, err
 	}
-	return &leaseREST{rest: c, params: params, namespace: namespace}, nil
+	return &leaseREST{rest: c, namespace: namespace}, nil
 }
 
 // leaseREST is leaseClient over a REST client. Like client-go's typed
 // client it asks for protobuf, which the API server serves for Leases.
 type leaseREST struct {
 	rest      *rest.RESTClient
-	params    runtime.ParameterCodec
 	namespace string
 }
 
@@ -56,27 +54,27 @@ func (c *leaseREST) request(verb string) *rest.Request {
 
 func (c *leaseREST) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
 	out := &coordinationv1.Lease{}
-	return out, c.request("GET").Name(name).VersionedParams(&opts, c.params).Do(ctx).Into(out)
+	return out, c.request("GET").Name(name).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
 }
 
 func (c *leaseREST) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
 	out := &coordinationv1.LeaseList{}
-	return out, c.request("GET").VersionedParams(&opts, c.params).Timeout(timeout(opts)).Do(ctx).Into(out)
+	return out, c.request("GET").VersionedParams(&opts, metav1.ParameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
 }
 
 func (c *leaseREST) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return c.request("GET").VersionedParams(&opts, c.params).Timeout(timeout(opts)).Watch(ctx)
+	return c.request("GET").VersionedParams(&opts, metav1.ParameterCodec).Timeout(timeout(opts)).Watch(ctx)
 }
 
 func (c *leaseREST) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	out := &coordinationv1.Lease{}
-	return out, c.request("POST").VersionedParams(&opts, c.params).Body(lease).Do(ctx).Into(out)
+	return out, c.request("POST").VersionedParams(&opts, metav1.ParameterCodec).Body(lease).Do(ctx).Into(out)
 }
 
 func (c *leaseREST) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	out := &coordinationv1.Lease{}
-	return out, c.request("PUT").Name(lease.Name).VersionedParams(&opts, c.params).Body(lease).Do(ctx).Into(out)
+	return out, c.request("PUT").Name(lease.Name).VersionedParams(&opts, metav1.ParameterCodec).Body(lease).Do(ctx).Into(out)
 }
 
 func (c *leaseREST) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
