@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"bytes"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,7 +41,7 @@ func owners(live *unstructured.Unstructured, fieldManager string) (ours, theirs 
 			continue
 		}
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
 			return nil, nil, fmt.Errorf("managedFields of %s: %w", mf.Manager, err)
 		}
 		if mf.Manager == fieldManager {

@@ -36,7 +36,7 @@ func mirrorsOf(tb testing.TB, sources, namespaces int, yield func(*unstructured.
 			m.SetUID(types.UID(fmt.Sprintf("6f1c2b9e-4a3d-4c8b-9e7f-%012d", s*namespaces+n)))
 			m.SetResourceVersion(fmt.Sprint(100000 + s*namespaces + n))
 			m.SetCreationTimestamp(metav1.Now())
-			m.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "fleetmirror-member", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &metav1.Time{}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:host":{},"f:password":{},"f:user":{}},"f:metadata":{"f:annotations":{}}}`)}}})
+			m.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "fleetmirror-member", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &metav1.Time{}, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{".":{},"f:host":{},"f:password":{},"f:user":{}},"f:metadata":{"f:annotations":{}}}`)}})
 			yield(m)
 		}
 	}

@@ -397,7 +397,10 @@ func TestHolderClockNotTrusted(t *testing.T) {
 	ctx, stopRenewing := context.WithCancel(context.Background())
 	renewing := make(chan struct{})
 	defer func() { stopRenewing(); <-renewing }()
-	var lastRenewal time.Time // start of the skewed holder's last successful renewal; read once renewing is closed
+	// The start and the answer of the skewed holder's last successful
+	// renewal; read once renewing is closed. The answer is only reported:
+	// the bound holds from the start.
+	var lastRenewal, lastAnswer time.Time
 	errTakenOver := errors.New("the Lease names another holder")
 	go func() {
 		defer close(renewing)
@@ -422,7 +425,7 @@ func TestHolderClockNotTrusted(t *testing.T) {
 			})
 			switch {
 			case err == nil:
-				lastRenewal = started
+				lastRenewal, lastAnswer = started, time.Now()
 			case errors.Is(err, errTakenOver):
 				return // a took over; the checks below say whether too soon
 			case ctx.Err() == nil:
@@ -438,7 +441,10 @@ func TestHolderClockNotTrusted(t *testing.T) {
 	stopRenewing()
 	<-renewing
 	g.Eventually(a.isLeading, 10*time.Second).Should(BeTrue())
-	g.Expect(a.leadStarted().Sub(lastRenewal)).To(BeNumerically(">=", cfg.LeaseDuration))
+	g.Expect(a.leadStarted().Sub(lastRenewal)).To(BeNumerically(">=", cfg.LeaseDuration),
+		"lead started %s after the last renewal's start, %s after its answer (renewal %s, answer %s, lead %s)",
+		a.leadStarted().Sub(lastRenewal), a.leadStarted().Sub(lastAnswer),
+		lastRenewal.Format(time.StampMicro), lastAnswer.Format(time.StampMicro), a.leadStarted().Format(time.StampMicro))
 	lease := getLease(g, cfg)
 	g.Expect(holder(lease)).To(Equal("a"))
 	g.Expect(*lease.Spec.LeaseTransitions).To(BeEquivalentTo(1))
