@@ -151,8 +151,9 @@ type kcpInfo struct {
 // kcpBinary returns the kcp binary hack/kcp.sh prints (KCP_BIN, or a
 // build from the kcp snapshot, cached per user), building it if needed.
 func kcpBinary(ctx context.Context, root string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "kcp.sh"))
-	cmd.Stderr = os.Stderr // the first build takes many minutes: show its progress
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "kcp.sh")) //nolint:gosec // this repository's own script
+	// The first build takes many minutes: show its progress.
+	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("hack/kcp.sh: %w", err)

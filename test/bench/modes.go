@@ -287,9 +287,9 @@ func compare(base, other []figure) []comparison {
 			continue
 		}
 		c := comparison{name: b.name, base: fmt.Sprintf(b.format, b.value), other: fmt.Sprintf(o.format, o.value), noAgent: b.noAgent}
-		switch {
-		case b.value == o.value:
-		case b.value == 0:
+		switch b.value {
+		case o.value:
+		case 0:
 			c.rel = math.Inf(1)
 		default:
 			c.rel = (o.value - b.value) / math.Abs(b.value)
@@ -482,7 +482,7 @@ func (o *options) compareFiles(workloads []string) int {
 				continue
 			}
 			path := filepath.Join(o.out, r.label+".json")
-			data, err := os.ReadFile(path)
+			data, err := os.ReadFile(path) //nolint:gosec // a results file in the -out directory the user named
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "bench:", err)
 				return 1
