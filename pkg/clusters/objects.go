@@ -12,8 +12,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-
-	"github.com/fleetmirror/fleetmirror/pkg/desired"
 )
 
 // Objects is the client the Applier writes the mirrors of one kind in one
@@ -67,9 +65,9 @@ func (o *Objects) UpdateMeta(ctx context.Context, obj *unstructured.Unstructured
 }
 
 func (o *Objects) write(ctx context.Context, req *rest.Request, obj *unstructured.Unstructured, opts runtime.Object) (*metav1.PartialObjectMetadata, error) {
-	body, err := desired.MarshalJSON(obj.Object)
+	body, err := obj.MarshalJSON()
 	if err != nil {
-		return nil, fmt.Errorf("encoding %s %s/%s: %w", o.gvr.Resource, o.ns, obj.GetName(), err)
+		return nil, err
 	}
 	result := req.Body(body).
 		SetHeader("Content-Type", "application/json").

@@ -33,15 +33,11 @@ var hashBuffers = sync.Pool{New: func() any { return new([]byte) }}
 func hashOf(content map[string]any, labels, annots map[string]string) string {
 	bp := hashBuffers.Get().(*[]byte)
 	b := append((*bp)[:0], `{"c":`...)
-	b, err := appendJSON(b, content)
-	if err != nil {
-		// Unstructured content decoded from JSON always encodes again.
-		panic(fmt.Sprintf("content hash: %v", err))
-	}
+	b = appendJSON(b, content)
 	b = append(b, `,"l":`...)
-	b = appendStrings(b, labels)
+	b = appendObject(b, labels, appendString)
 	b = append(b, `,"a":`...)
-	b = appendStrings(b, annots)
+	b = appendObject(b, annots, appendString)
 	b = append(b, '}')
 	sum := sha256.Sum256(b)
 	*bp = b
@@ -49,75 +45,45 @@ func hashOf(content map[string]any, labels, annots map[string]string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// MarshalJSON returns encoding/json's encoding of obj, in a slice of its
-// own of the encoding's length: the body of a write, which lives as long
-// as the request. Unstructured's MarshalJSON writes the same bytes (and a
-// newline) through encoding/json's reflection and its pooled buffers; for
-// the agent's writes in flight (64 to a cluster by default) those cost the
-// encoding's CPU a second time, after the hash's, and held a pooled buffer
-// per write beside the body.
-func MarshalJSON(obj map[string]any) ([]byte, error) {
-	bp := hashBuffers.Get().(*[]byte)
-	defer hashBuffers.Put(bp)
-	b, err := appendJSON((*bp)[:0], obj)
-	*bp = b
-	if err != nil {
-		return nil, err
-	}
-	body := make([]byte, len(b))
-	copy(body, b)
-	return body, nil
-}
-
-// appendJSON appends encoding/json's encoding of v to b, or fails where
-// encoding/json fails (a NaN, say).
-func appendJSON(b []byte, v any) ([]byte, error) {
+// appendJSON appends encoding/json's encoding of v to b.
+func appendJSON(b []byte, v any) []byte {
 	switch x := v.(type) {
 	case nil:
-		return append(b, "null"...), nil
+		return append(b, "null"...)
 	case string:
-		return appendString(b, x), nil
+		return appendString(b, x)
 	case bool:
-		return strconv.AppendBool(b, x), nil
+		return strconv.AppendBool(b, x)
 	case int64:
-		return strconv.AppendInt(b, x, 10), nil
+		return strconv.AppendInt(b, x, 10)
 	case int:
-		return strconv.AppendInt(b, int64(x), 10), nil
+		return strconv.AppendInt(b, int64(x), 10)
 	case map[string]any:
 		return appendObject(b, x, appendJSON)
 	case []any:
 		if x == nil {
-			return append(b, "null"...), nil
+			return append(b, "null"...)
 		}
 		b = append(b, '[')
 		for i, e := range x {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			var err error
-			if b, err = appendJSON(b, e); err != nil {
-				return b, err
-			}
+			b = appendJSON(b, e)
 		}
-		return append(b, ']'), nil
+		return append(b, ']')
 	case map[string]string:
-		return appendStrings(b, x), nil
+		return appendObject(b, x, appendString)
 	default:
 		return appendMarshal(b, v)
 	}
 }
 
-// appendStrings appends encoding/json's encoding of m, which cannot fail.
-func appendStrings(b []byte, m map[string]string) []byte {
-	b, _ = appendObject(b, m, func(b []byte, s string) ([]byte, error) { return appendString(b, s), nil })
-	return b
-}
-
 // appendObject appends encoding/json's encoding of m to b: null when nil,
 // else its keys sorted, each value written by value.
-func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
+func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
 	if m == nil {
-		return append(b, "null"...), nil
+		return append(b, "null"...)
 	}
 	b = append(b, '{')
 	for i, k := range slices.Sorted(maps.Keys(m)) {
@@ -126,12 +92,9 @@ func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte
 		}
 		b = appendString(b, k)
 		b = append(b, ':')
-		var err error
-		if b, err = value(b, m[k]); err != nil {
-			return b, err
-		}
+		b = value(b, m[k])
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // appendString appends s quoted as encoding/json quotes it: as it is when
@@ -139,8 +102,7 @@ func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte
 func appendString(b []byte, s string) []byte {
 	for i := range len(s) {
 		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ = appendMarshal(b, s) // a string always encodes
-			return b
+			return appendMarshal(b, s)
 		}
 	}
 	b = append(b, '"')
@@ -148,10 +110,11 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-func appendMarshal(b []byte, v any) ([]byte, error) {
+func appendMarshal(b []byte, v any) []byte {
 	enc, err := json.Marshal(v)
 	if err != nil {
-		return b, err
+		// Unstructured content decoded from JSON always encodes again.
+		panic(fmt.Sprintf("content hash: %v", err))
 	}
-	return append(b, enc...), nil
+	return append(b, enc...)
 }
