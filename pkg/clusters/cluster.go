@@ -564,12 +564,12 @@ func (c *Cluster) Watched() []schema.GroupVersionKind {
 func (w *kindWatch) run(ctx context.Context) {
 	if w.stopMirrors == nil {
 		var mctx context.Context
-		mctx, w.stopMirrors = context.WithCancel(ctx) //nolint:gosec // G118: stopMirrors calls it
+		mctx, w.stopMirrors = context.WithCancel(ctx) //nolint:gosec // G118: kindWatch.stop calls it
 		w.mirrors.run(mctx)
 	}
 	if !w.mirrorsOnly() && w.stopRest == nil {
 		var rctx context.Context
-		rctx, w.stopRest = context.WithCancel(ctx) //nolint:gosec // G118: stopRest is called when the kind's sources go
+		rctx, w.stopRest = context.WithCancel(ctx) //nolint:gosec // G118: kindWatch.stop calls it, or the removal of the kind's sources
 		w.sources.run(rctx)
 		w.pulls.run(rctx)
 	}
