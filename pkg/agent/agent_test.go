@@ -127,6 +127,8 @@ func TestFlagValues(t *testing.T) {
 		{[]string{"--max-targets=0"}, "--max-targets must be at least 1, got 0"},
 		{[]string{"--cluster-max-in-flight=-1"}, "--cluster-max-in-flight must not be negative (0: no bound), got -1"},
 		{[]string{"--cluster-max-in-flight=0"}, ""},
+		{[]string{"--max-procs=-1"}, "--max-procs must not be negative (0: the Go runtime's default), got -1"},
+		{[]string{"--max-procs=0"}, ""},
 		{[]string{"--kube-api-qps=10", "--kube-api-burst=0"}, "--kube-api-burst must be at least 1 when --kube-api-qps is set, got 0"},
 		{[]string{"--kube-api-qps=0", "--kube-api-burst=0"}, ""},
 		{[]string{"--kube-api-qps=10", "--kube-api-burst=1"}, ""},
@@ -141,6 +143,27 @@ func TestFlagValues(t *testing.T) {
 			t.Errorf("%q: %v, want accepted", tt.args, err)
 		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
 			t.Errorf("%q: error %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestProcs: --max-procs only lowers the Go runtime's GOMAXPROCS, and
+// the GOMAXPROCS environment variable, when set, wins over it.
+func TestProcs(t *testing.T) {
+	for _, tt := range []struct {
+		limit, current int
+		envSet         bool
+		want           int
+	}{
+		{limit: 2, current: 64, want: 2},
+		{limit: 2, current: 2, want: 2},
+		{limit: 2, current: 1, want: 1}, // a machine of one CPU
+		{limit: 8, current: 4, want: 4}, // a CPU limit below it: the runtime's
+		{limit: 0, current: 64, want: 64},
+		{limit: 2, current: 64, envSet: true, want: 64},
+	} {
+		if got := procs(tt.limit, tt.current, tt.envSet); got != tt.want {
+			t.Errorf("procs(%d, %d, env set %t) = %d, want %d", tt.limit, tt.current, tt.envSet, got, tt.want)
 		}
 	}
 }

@@ -55,6 +55,9 @@ func Main(binary, description string, o Flags, run func(context.Context) error) 
 	log := newLogger(zapOpts)
 	logf.SetLogger(log)
 	tuneGC(log)
+	if f := fs.Lookup(maxProcsFlag); f != nil {
+		limitProcs(log, f.Value.(flag.Getter).Get().(int))
+	}
 	if err := run(logf.IntoContext(signals.SetupSignalHandler(), log)); err != nil {
 		exit(1, err)
 	}
@@ -128,6 +131,28 @@ const gcPercent = 50
 // runtime collects harder instead. The rest of the limit is for what the
 // runtime does not count: the binary's pages and the kernel's buffers.
 const memoryLimitRatio = 0.9
+
+// limitProcs lowers GOMAXPROCS to limit (--max-procs) unless the
+// GOMAXPROCS environment variable is set. It never raises it: the Go
+// runtime's default already follows the container's CPU limit, and keeps
+// following it (an in-place resize) while GOMAXPROCS is not set by a call.
+func limitProcs(log logr.Logger, limit int) {
+	_, set := os.LookupEnv("GOMAXPROCS")
+	current := runtime.GOMAXPROCS(0)
+	if n := procs(limit, current, set); n != current {
+		runtime.GOMAXPROCS(n)
+		log.V(1).Info("Limited GOMAXPROCS", "from", current, "to", n)
+	}
+}
+
+// procs is the GOMAXPROCS the agent runs with: current, the runtime's,
+// lowered to limit when limit is positive and GOMAXPROCS was not set.
+func procs(limit, current int, envSet bool) int {
+	if envSet || limit <= 0 {
+		return current
+	}
+	return min(current, limit)
+}
 
 // tuneGC sets GOGC and GOMEMLIMIT unless they are set. The memory limit
 // is read from the container's cgroup (v1 or v2), which is where the

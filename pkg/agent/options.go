@@ -28,6 +28,7 @@ type Options struct {
 	LeaderElection
 	Observability
 	Uninstalling
+	Process
 
 	// The flag values Complete parses.
 	raw struct{ types, deny, excluded, included, strip string }
@@ -149,12 +150,23 @@ type Uninstalling struct {
 	UninstallTimeout time.Duration
 }
 
+// Process is how much of the machine the agent's process takes.
+type Process struct {
+	// MaxProcs caps GOMAXPROCS, the CPUs that run the agent's Go code at
+	// once, unless the GOMAXPROCS environment variable is set; 0 leaves
+	// the Go runtime's default (the node's CPUs, or the container's CPU
+	// limit rounded up, at least 2).
+	MaxProcs int
+}
+
 // Binary is what a binary's flags default to.
 type Binary struct {
 	// Name of the binary, the default Lease name.
 	Name string
 	// Cluster is the default --cluster-name.
 	Cluster string
+	// MaxProcs is the default --max-procs.
+	MaxProcs int
 }
 
 // AddFlags registers the shared options on fs with the defaults of b.
@@ -208,6 +220,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet, b Binary) {
 	fs.BoolVar(&o.Uninstall, "uninstall", false, "Mirror nothing: take back what this agent put into its clusters, and exit. Once the agent's replicas have stopped (it waits for the leader election Lease with --leader-elect, for the shard Leases with --shards=auto), it deletes its mirrors, takes its part of fleetmirror.io/status off the sources (and the finalizers earlier versions held off sources and MirrorPolicies) and its status off the pull mirrors it serves, in every cluster it reaches, then deletes those Leases; it exits 1 naming the clusters it could not finish. The charts' post-delete hook runs it.")
 	fs.BoolVar(&o.UninstallKeepMirrors, "uninstall-keep-mirrors", false, "With --uninstall: leave the mirrors in place (nothing updates them any more); only statuses (and earlier versions' finalizers) are removed.")
 	fs.DurationVar(&o.UninstallTimeout, "uninstall-timeout", 2*time.Minute, "With --uninstall: how long it may take in all, waiting for the replicas to stop and for unreachable clusters; then it exits 1 naming what is left where.")
+	// Process.
+	fs.IntVar(&o.MaxProcs, maxProcsFlag, b.MaxProcs, "Most CPUs that run the agent's Go code at once (GOMAXPROCS), unless the GOMAXPROCS environment variable is set; it only ever lowers the Go runtime's default (the node's CPUs, or the container's CPU limit rounded up, at least 2). Each one costs memory and CPU even when idle: the member's benchmark with 16 took 2.3 MiB and half as much CPU again as with 2. 0: the runtime's default.")
 }
 
 // Complete parses what AddFlags bound, once the flag set was parsed,
@@ -308,6 +322,9 @@ func (o *Options) checkValues() error {
 			return fmt.Errorf("--%s must be at least 1, got %d", n.flag, n.v)
 		}
 	}
+	if o.MaxProcs < 0 {
+		return fmt.Errorf("--max-procs must not be negative (0: the Go runtime's default), got %d", o.MaxProcs)
+	}
 	if o.MaxCallsInFlight < 0 {
 		return fmt.Errorf("--cluster-max-in-flight must not be negative (0: no bound), got %d", o.MaxCallsInFlight)
 	}
@@ -338,6 +355,9 @@ func dnsLabel(flag, value string) error {
 // pprofFlag is the flag of PprofBindAddress; Main reads it to turn the
 // heap profiler on.
 const pprofFlag = "pprof-bind-address"
+
+// maxProcsFlag is the flag of MaxProcs; Main reads it to set GOMAXPROCS.
+const maxProcsFlag = "max-procs"
 
 // Flags are options that bind to a flag set and complete after parsing:
 // agent.Options, and the member's and the hub's, which embed it.

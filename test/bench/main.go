@@ -85,6 +85,7 @@ type options struct {
 	timeout      time.Duration
 	pprof        bool
 	agentArgs    string
+	agentEnv     string
 	floorWorkers int
 	updateGap    time.Duration
 	churnDelete  bool
@@ -201,6 +202,7 @@ func run() int {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "Longest wait for one measured event (convergence, one update, ...).")
 	fs.BoolVar(&o.pprof, "pprof", false, "Start the agent with --pprof-bind-address on a free port (printed) to profile it during the run.")
 	fs.StringVar(&o.agentArgs, "agent-args", "", "Extra flags for the agent, space-separated, appended to the standard ones.")
+	fs.StringVar(&o.agentEnv, "agent-env", "", "Extra environment of the agents only (not of the API servers), space-separated KEY=VALUE, e.g. GOMAXPROCS=1.")
 	fs.StringVar(&o.hubFleetModes, "hub-fleet-modes", "two-kinds,discovery", "hub-fleet: the modes to run one after the other, comma-separated, then compared per cluster: "+strings.Join(hubFleetModeOrder, ", ")+"; empty: one run as -agent-args and -member-kinds-objects say.")
 	fs.StringVar(&o.sourceModes, "source-modes", sourceAnnotations, "member-small, member-large: how the sources ask for their mirrors, comma-separated, each mode a run of its own on fresh API servers, then compared figure by figure: "+sourceAnnotations+" (labelled and annotated sources), "+sourcePolicies+" (the same sources without our label or annotations, named by MirrorPolicies with the same targets); both = "+sourceAnnotations+","+sourcePolicies+".")
 	fs.IntVar(&o.repeat, "repeat", 1, "member-small, member-large with more than one source mode: run each mode this many times, the modes alternating (annotations, policies, annotations, ...), and compare the medians of each figure: one pair of runs on a shared machine scatters by 10 to 50 % in its timings.")

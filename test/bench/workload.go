@@ -555,6 +555,9 @@ func (b *bench) makeAgent(suffix string, extra ...string) (*agent, error) {
 	if err == nil && pprof && !b.opts.pprof {
 		a.env = heapProfilerOff(os.Getenv("GODEBUG"))
 	}
+	if err == nil {
+		a.env = append(a.env, strings.Fields(b.opts.agentEnv)...)
+	}
 	return a, err
 }
 

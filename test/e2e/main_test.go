@@ -132,6 +132,9 @@ func run(m *testing.M) (code int) {
 			}
 			args = append(args, "--pprof-bind-address", pprofAddr)
 		}
+		if c.Name == memB.Name { // TestMaxProcs
+			args = append(args, "--max-procs=1")
+		}
 		a, err := startAgent(memberBin, logs, c.Name, args...)
 		if err != nil {
 			return fail(err)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -61,4 +63,19 @@ func TestHeapProfiler(t *testing.T) {
 	after := scrapeAll(g, plain)
 	g.Expect(sample(after[plain], bucketsMetric)).To(Equal(sample(before[plain], bucketsMetric)),
 		"%s has no pprof endpoint, yet its heap profiler recorded call stacks in %d rounds of mirroring", plain.name, round)
+}
+
+// The member agent runs its Go code on at most --max-procs CPUs, 2 by
+// default: member-a runs with the default, member-b with --max-procs=1.
+// The Go runtime reports what it runs with in go_sched_gomaxprocs_threads.
+func TestMaxProcs(t *testing.T) {
+	if v, set := os.LookupEnv("GOMAXPROCS"); set {
+		t.Skipf("GOMAXPROCS=%s is set for the agents too, and wins over --max-procs", v)
+	}
+	g := NewWithT(t)
+	const metric = "go_sched_gomaxprocs_threads"
+	defaulted, limited := members[memA.Name], members[memB.Name]
+	got := scrapeAll(g, defaulted, limited)
+	g.Expect(sample(got[defaulted], metric)).To(Equal(float64(min(runtime.NumCPU(), 2))), "%s, default --max-procs", defaulted.name)
+	g.Expect(sample(got[limited], metric)).To(Equal(1.0), "%s, --max-procs=1", limited.name)
 }
