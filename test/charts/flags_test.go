@@ -60,6 +60,7 @@ var sharedFlags = []flagValue{
 	{flag: "write-parallelism", value: "config.writeParallelism", set: 3, want: "3"},
 	// 0 is a value (no bound), not the absence of one.
 	{flag: "cluster-max-in-flight", value: "config.clusterMaxInFlight", set: 0, want: "0"},
+	{flag: "max-procs", value: "config.maxProcs", set: 4, want: "4"},
 	{flag: "kube-api-qps", value: "config.kubeAPIQPS", set: 50.5, want: "50.5"},
 	// A large integer must not come out in exponent form (1e+06).
 	{flag: "kube-api-burst", value: "config.kubeAPIBurst", set: 1000000, want: "1000000"},

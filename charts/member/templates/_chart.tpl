@@ -8,6 +8,11 @@ _helpers.tpl, which both charts share.
 fleetmirror-member
 {{- end }}
 
+{{/* The default of config.maxProcs, for a release installed before it. */}}
+{{- define "fleetmirror.maxProcs" -}}
+2
+{{- end }}
+
 {{/* Name of the agent container. */}}
 {{- define "fleetmirror.component" -}}
 member

@@ -742,6 +742,8 @@ Command-line flags shared by both binaries, then the chart's own
 {{- $args = append $args (printf "--write-parallelism=%d" (int $c.writeParallelism)) }}
 {{- /* Absent from a release installed before it (helm upgrade --reuse-values): its default; 0 is a value. */}}
 {{- $args = append $args (printf "--cluster-max-in-flight=%d" (int (hasKey $c "clusterMaxInFlight" | ternary $c.clusterMaxInFlight 64))) }}
+{{- /* Absent from a release installed before it (helm upgrade --reuse-values): the chart's default. */}}
+{{- $args = append $args (printf "--max-procs=%d" (int (hasKey $c "maxProcs" | ternary $c.maxProcs (include "fleetmirror.maxProcs" .)))) }}
 {{- $args = append $args (printf "--kube-api-qps=%v" $c.kubeAPIQPS) }}
 {{- $args = append $args (printf "--kube-api-burst=%d" (int $c.kubeAPIBurst)) }}
 {{- $args = append $args (printf "--resync-period=%s" $c.resyncPeriod) }}
