@@ -557,14 +557,16 @@ func (r *Reconciler) ensureTargets(ctx context.Context, key Key, src *unstructur
 	parallelPerCluster(ctx, max(r.opts.Parallelism, 1), targetsAt(tgts, todo), func(j int) {
 		i := todo[j]
 		t := tgts[i]
+		// The call's slot first (--cluster-max-in-flight), then the mirror:
+		// a write that waits for a slot holds no copy of the source yet.
+		callCtx, cancel := r.callContext(ctx, t.Cluster)
+		defer cancel()
 		want, ruleErrs, err := desired.Build(src, desired.Target{Cluster: t.Cluster.Name(), Namespace: t.Namespace}, opts, req.Transform)
 		results[i] = result{cluster: t.Cluster.Name(), namespace: t.Namespace, ruleErrs: ruleErrs}
 		if err != nil {
 			results[i].outcome, results[i].transformErr = apply.Skipped, err
 			return
 		}
-		callCtx, cancel := r.callContext(ctx, t.Cluster)
-		defer cancel()
 		outcome, err := r.Applier.Ensure(callCtx, t.Cluster, key.GVK, want, verified, adopt...)
 		results[i].outcome, results[i].err = outcome, clusters.CallError(callCtx, err)
 		switch outcome {
