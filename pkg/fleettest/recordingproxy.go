@@ -59,6 +59,16 @@ func NewRecordingProxy(c *Cluster) (*RecordingProxy, error) {
 		},
 		Transport:     p.Wrap(transport),
 		FlushInterval: -1, // watch events pass at once
+		// A write is answered once the API server's answer is in hand,
+		// before the client gets any of it: counted when the handler
+		// returns, a client that read the whole answer could send its
+		// next write while this one still counts.
+		ModifyResponse: func(resp *http.Response) error {
+			if answered, ok := resp.Request.Context().Value(answeredKey{}).(func()); ok {
+				answered()
+			}
+			return nil
+		},
 	}
 	p.server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("watch") == "true" {
@@ -66,12 +76,17 @@ func NewRecordingProxy(c *Cluster) (*RecordingProxy, error) {
 			defer p.watches.Delete(r)
 		}
 		if r.Method != http.MethodGet {
-			defer p.write()()
+			answered := sync.OnceFunc(p.write())
+			defer answered() // no answer: an error, or the client went away
+			r = r.WithContext(context.WithValue(r.Context(), answeredKey{}, answered))
 		}
 		proxy.ServeHTTP(w, r)
 	}))
 	return p, nil
 }
+
+// answeredKey holds, in a write's context, what counts it answered.
+type answeredKey struct{}
 
 // SlowWrites holds every later write (a request other than GET) for d
 // before forwarding it, as an API server that answers writes slowly would;
